@@ -1,0 +1,2 @@
+//! The manifold binary.
+fn main() {}

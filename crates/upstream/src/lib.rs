@@ -1,0 +1,1 @@
+//! manifold-upstream: connections to MCP servers.

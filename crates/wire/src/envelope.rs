@@ -1,0 +1,742 @@
+//! The JSON-RPC 2.0 envelope, kept as raw JSON.
+//!
+//! Manifold forwards content it does not own, so a [`Message`] is the original text plus the byte
+//! spans of the envelope members. Decoding is strict about the envelope and blind to the content:
+//! params, results and error data are never parsed here, so unknown fields, number forms, key order
+//! and escapes cross Manifold byte for byte. Decoding is total: every input yields a message or a
+//! [`Fault`], never a panic.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::codes::ErrorCode;
+use crate::depth::{MAX_JSON_DEPTH, max_depth};
+use crate::id::{Id, IdError, json_string};
+
+/// What an envelope is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    /// A response carrying `result`.
+    Result,
+    /// A response carrying `error`.
+    Error,
+}
+
+/// A decoded message: the original text and where its members are.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Message {
+    text: Arc<str>,
+    kind: Kind,
+    id: Option<Id>,
+    id_span: Option<Range<usize>>,
+    method: Option<Box<str>>,
+    params: Option<Range<usize>>,
+    result: Option<Range<usize>>,
+    error: Option<Range<usize>>,
+}
+
+/// A JSON-RPC error object; `data` stays raw.
+#[derive(Debug, Clone)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Box<RawValue>>,
+}
+
+/// Why bytes are not a valid envelope.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultKind {
+    #[error("the message is not valid UTF-8 (at byte {0})")]
+    InvalidUtf8(usize),
+    #[error("the message nests deeper than {limit} levels")]
+    TooDeep { limit: usize },
+    #[error("the message is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("the message is a JSON array (batch); MCP does not allow batches since 2025-06-18")]
+    Batch,
+    #[error("the message is not a JSON object")]
+    NotAnObject,
+    #[error("the member \"jsonrpc\" is missing")]
+    MissingVersion,
+    #[error("the member \"jsonrpc\" must be \"2.0\", found {0}")]
+    WrongVersion(String),
+    #[error("the member \"{0}\" appears twice")]
+    DuplicateMember(&'static str),
+    #[error("the id is unusable: {0}")]
+    BadId(IdError),
+    #[error("the member \"method\" must be a string")]
+    MethodNotString,
+    #[error("the member \"params\" must be an object or an array")]
+    ParamsNotStructured,
+    #[error("a request or notification must not carry \"result\" or \"error\"")]
+    RequestWithOutcome,
+    #[error("a response must carry exactly one of \"result\" and \"error\", it has both")]
+    ResultAndError,
+    #[error("a response must carry exactly one of \"result\" and \"error\", it has neither")]
+    NeitherResultNorError,
+    #[error("a response must carry an id")]
+    ResponseWithoutId,
+    #[error("a response with a result must not have a null id")]
+    ResultWithNullId,
+    #[error("the error object is malformed: {0}")]
+    BadErrorObject(String),
+}
+
+/// A decoding failure, with the request id when one could still be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}")]
+pub struct Fault {
+    pub kind: FaultKind,
+    /// The id of the offending message, when it was readable despite the fault.
+    pub id: Option<Id>,
+}
+
+impl Fault {
+    /// The JSON-RPC code a reply to this fault carries.
+    pub fn code(&self) -> ErrorCode {
+        match self.kind {
+            FaultKind::InvalidUtf8(_) | FaultKind::TooDeep { .. } | FaultKind::NotJson(_) => {
+                ErrorCode::ParseError
+            }
+            _ => ErrorCode::InvalidRequest,
+        }
+    }
+
+    /// The error response a peer should get for this fault (id null when unreadable).
+    pub fn to_response(&self) -> Message {
+        Message::error(
+            self.id.clone(),
+            &ErrorObject::new(self.code(), self.kind.to_string()),
+        )
+    }
+}
+
+impl ErrorObject {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
+        ErrorObject {
+            code: code.code(),
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Box<RawValue>) -> ErrorObject {
+        self.data = Some(data);
+        self
+    }
+
+    /// The error object as JSON text.
+    pub fn to_json(&self) -> String {
+        let mut out = format!(
+            "{{\"code\":{},\"message\":{}",
+            self.code,
+            json_string(&self.message)
+        );
+        if let Some(d) = &self.data {
+            out.push_str(",\"data\":");
+            out.push_str(d.get());
+        }
+        out.push('}');
+        out
+    }
+
+    fn parse(raw: &str) -> Result<ErrorObject, String> {
+        #[derive(Deserialize)]
+        struct View<'a> {
+            code: serde_json::Number,
+            message: String,
+            #[serde(borrow, default)]
+            data: Option<&'a RawValue>,
+        }
+        let v: View<'_> = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+        let code = v
+            .code
+            .as_i64()
+            .ok_or_else(|| format!("the code must be an integer, found {}", v.code))?;
+        Ok(ErrorObject {
+            code,
+            message: v.message,
+            data: v.data.map(|d| d.to_owned()),
+        })
+    }
+}
+
+impl PartialEq for ErrorObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code
+            && self.message == other.message
+            && self.data.as_ref().map(|d| d.get()) == other.data.as_ref().map(|d| d.get())
+    }
+}
+
+impl Eq for ErrorObject {}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("kind", &self.kind)
+            .field("text", &self.text)
+            .finish()
+    }
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Default)]
+struct Members<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
+    result: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
+    duplicate: Option<&'static str>,
+}
+
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Members<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut m = Members::default();
+        while let Some(key) = map.next_key::<Member>()? {
+            let (slot, name) = match key {
+                Member::Jsonrpc => (&mut m.jsonrpc, "jsonrpc"),
+                Member::Id => (&mut m.id, "id"),
+                Member::Method => (&mut m.method, "method"),
+                Member::Params => (&mut m.params, "params"),
+                Member::Result => (&mut m.result, "result"),
+                Member::Error => (&mut m.error, "error"),
+                Member::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            let value = map.next_value::<&'de RawValue>()?;
+            if slot.is_some() {
+                m.duplicate.get_or_insert(name);
+            }
+            *slot = Some(value);
+        }
+        Ok(m)
+    }
+}
+
+/// Where a built message's id goes.
+enum IdSlot<'a> {
+    Absent,
+    Null,
+    Id(&'a Id),
+}
+
+fn span_of(base: &str, part: &str) -> Range<usize> {
+    let start = (part.as_ptr() as usize).saturating_sub(base.as_ptr() as usize);
+    start..start + part.len()
+}
+
+fn first_byte(text: &str) -> Option<u8> {
+    text.bytes().find(|b| !b.is_ascii_whitespace())
+}
+
+/// Reads the members of an object without judging them, for id salvage and decoding alike.
+fn members(text: &str) -> Result<Members<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let m = (&mut de).deserialize_map(MembersVisitor)?;
+    de.end()?;
+    Ok(m)
+}
+
+impl Message {
+    /// Decodes one message from bytes (one line of stdio, one SSE `data`, one HTTP body).
+    pub fn decode(bytes: &[u8]) -> Result<Message, Fault> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Message::decode_str(text),
+            Err(e) => {
+                let lossy = String::from_utf8_lossy(bytes);
+                Err(Fault {
+                    kind: FaultKind::InvalidUtf8(e.valid_up_to()),
+                    id: salvage_id(&lossy),
+                })
+            }
+        }
+    }
+
+    /// Decodes one message from text.
+    pub fn decode_str(text: &str) -> Result<Message, Fault> {
+        let fault = |kind| Fault { kind, id: None };
+        if max_depth(text.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
+            return Err(fault(FaultKind::TooDeep {
+                limit: MAX_JSON_DEPTH,
+            }));
+        }
+        match first_byte(text) {
+            Some(b'{') => {}
+            Some(b'[') => return Err(fault(FaultKind::Batch)),
+            _ => {
+                return Err(match serde_json::from_str::<IgnoredAny>(text) {
+                    Ok(_) => fault(FaultKind::NotAnObject),
+                    Err(e) => fault(FaultKind::NotJson(e.to_string())),
+                });
+            }
+        }
+        let m = members(text).map_err(|e| fault(FaultKind::NotJson(e.to_string())))?;
+        Message::from_members(text, m)
+    }
+
+    fn from_members(text: &str, m: Members<'_>) -> Result<Message, Fault> {
+        // The id is read first so that every later fault can carry it.
+        let id_raw = m.id.map(|r| r.get());
+        let id = match id_raw {
+            None => None,
+            Some("null") => None,
+            Some(raw) => match Id::from_raw(raw) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    return Err(Fault {
+                        kind: FaultKind::BadId(e),
+                        id: None,
+                    });
+                }
+            },
+        };
+        let fault = |kind| Fault {
+            kind,
+            id: id.clone(),
+        };
+        if let Some(name) = m.duplicate {
+            return Err(fault(FaultKind::DuplicateMember(name)));
+        }
+        match m.jsonrpc.map(|r| r.get()) {
+            None => return Err(fault(FaultKind::MissingVersion)),
+            Some("\"2.0\"") => {}
+            Some(other) => {
+                if serde_json::from_str::<&str>(other).ok() != Some("2.0") {
+                    return Err(fault(FaultKind::WrongVersion(
+                        other.chars().take(64).collect(),
+                    )));
+                }
+            }
+        }
+        let id_is_null = id_raw == Some("null");
+        let base = |r: &RawValue| span_of(text, r.get());
+        if let Some(method_raw) = m.method {
+            let method: String = serde_json::from_str(method_raw.get())
+                .map_err(|_| fault(FaultKind::MethodNotString))?;
+            if m.result.is_some() || m.error.is_some() {
+                return Err(fault(FaultKind::RequestWithOutcome));
+            }
+            if id_is_null {
+                return Err(fault(FaultKind::BadId(IdError::Null)));
+            }
+            if let Some(p) = m.params
+                && !matches!(first_byte(p.get()), Some(b'{' | b'['))
+            {
+                return Err(fault(FaultKind::ParamsNotStructured));
+            }
+            return Ok(Message {
+                text: Arc::from(text),
+                kind: if id.is_some() {
+                    Kind::Request
+                } else {
+                    Kind::Notification
+                },
+                id_span: m.id.map(base),
+                id,
+                method: Some(method.into_boxed_str()),
+                params: m.params.map(base),
+                result: None,
+                error: None,
+            });
+        }
+        if m.id.is_none() {
+            return Err(fault(FaultKind::ResponseWithoutId));
+        }
+        let kind = match (m.result, m.error) {
+            (Some(_), Some(_)) => return Err(fault(FaultKind::ResultAndError)),
+            (None, None) => return Err(fault(FaultKind::NeitherResultNorError)),
+            (Some(_), None) if id_is_null => return Err(fault(FaultKind::ResultWithNullId)),
+            (Some(_), None) => Kind::Result,
+            (None, Some(e)) => {
+                ErrorObject::parse(e.get()).map_err(|why| fault(FaultKind::BadErrorObject(why)))?;
+                Kind::Error
+            }
+        };
+        Ok(Message {
+            text: Arc::from(text),
+            kind,
+            id_span: m.id.map(base),
+            id,
+            method: None,
+            params: None,
+            result: m.result.map(base),
+            error: m.error.map(base),
+        })
+    }
+
+    /// Builds a request. `params` must be raw JSON (an object) when given.
+    pub fn request(id: &Id, method: &str, params: Option<&str>) -> Message {
+        Message::build(IdSlot::Id(id), Some(method), params, None, None)
+    }
+
+    /// Builds a notification.
+    pub fn notification(method: &str, params: Option<&str>) -> Message {
+        Message::build(IdSlot::Absent, Some(method), params, None, None)
+    }
+
+    /// Builds a success response around a raw result.
+    pub fn result(id: &Id, result: &str) -> Message {
+        Message::build(IdSlot::Id(id), None, None, Some(result), None)
+    }
+
+    /// Builds an error response; a `None` id is written as `null`.
+    pub fn error(id: Option<Id>, error: &ErrorObject) -> Message {
+        let slot = id.as_ref().map_or(IdSlot::Null, IdSlot::Id);
+        Message::build(slot, None, None, None, Some(&error.to_json()))
+    }
+
+    fn build(
+        id: IdSlot<'_>,
+        method: Option<&str>,
+        params: Option<&str>,
+        result: Option<&str>,
+        error: Option<&str>,
+    ) -> Message {
+        let mut text = String::with_capacity(
+            64 + params.map_or(0, str::len)
+                + result.map_or(0, str::len)
+                + error.map_or(0, str::len),
+        );
+        text.push_str("{\"jsonrpc\":\"2.0\"");
+        let push = |text: &mut String, key: &str, value: &str| -> Range<usize> {
+            text.push_str(",\"");
+            text.push_str(key);
+            text.push_str("\":");
+            let start = text.len();
+            text.push_str(value);
+            start..text.len()
+        };
+        let (id_value, id_span) = match id {
+            IdSlot::Absent => (None, None),
+            IdSlot::Null => (None, Some(push(&mut text, "id", "null"))),
+            IdSlot::Id(i) => (Some(i.clone()), Some(push(&mut text, "id", &i.to_json()))),
+        };
+        if let Some(m) = method {
+            push(&mut text, "method", &json_string(m));
+        }
+        let params_span = params.map(|p| push(&mut text, "params", p));
+        let result_span = result.map(|r| push(&mut text, "result", r));
+        let error_span = error.map(|e| push(&mut text, "error", e));
+        text.push('}');
+        Message {
+            kind: match (method, &id_value, error) {
+                (Some(_), Some(_), _) => Kind::Request,
+                (Some(_), None, _) => Kind::Notification,
+                (None, _, Some(_)) => Kind::Error,
+                (None, _, None) => Kind::Result,
+            },
+            id: id_value,
+            id_span,
+            method: method.map(Box::from),
+            params: params_span,
+            result: result_span,
+            error: error_span,
+            text: Arc::from(text),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn is_response(&self) -> bool {
+        matches!(self.kind, Kind::Result | Kind::Error)
+    }
+
+    /// The id; `None` for notifications and for error responses with a null id.
+    pub fn id(&self) -> Option<&Id> {
+        self.id.as_ref()
+    }
+
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+
+    /// The whole message as JSON text, exactly as received or built.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The shared text, for cheap fan-out.
+    pub fn text(&self) -> Arc<str> {
+        Arc::clone(&self.text)
+    }
+
+    fn slice(&self, span: &Option<Range<usize>>) -> Option<&str> {
+        span.as_ref().and_then(|r| self.text.get(r.clone()))
+    }
+
+    /// The raw `params` text, untouched.
+    pub fn params(&self) -> Option<&str> {
+        self.slice(&self.params)
+    }
+
+    /// The raw `result` text, untouched.
+    pub fn result_raw(&self) -> Option<&str> {
+        self.slice(&self.result)
+    }
+
+    /// The raw `error` text, untouched.
+    pub fn error_raw(&self) -> Option<&str> {
+        self.slice(&self.error)
+    }
+
+    /// The error object of an error response (already validated at decode time).
+    pub fn error_object(&self) -> Option<ErrorObject> {
+        self.error_raw().and_then(|e| ErrorObject::parse(e).ok())
+    }
+
+    /// The same message with another id, every other byte unchanged.
+    pub fn with_id(&self, id: &Id) -> Message {
+        let Some(span) = self.id_span.clone() else {
+            return self.clone();
+        };
+        let new = id.to_json();
+        let mut text = String::with_capacity(self.text.len() + new.len());
+        text.push_str(self.text.get(..span.start).unwrap_or_default());
+        text.push_str(&new);
+        text.push_str(self.text.get(span.end..).unwrap_or_default());
+        let shift = |r: Range<usize>| -> Range<usize> {
+            if r.start >= span.end {
+                (r.start + new.len() - span.len())..(r.end + new.len() - span.len())
+            } else {
+                r
+            }
+        };
+        Message {
+            text: Arc::from(text),
+            kind: self.kind,
+            id: Some(id.clone()),
+            id_span: Some(span.start..span.start + new.len()),
+            method: self.method.clone(),
+            params: self.params.clone().map(shift),
+            result: self.result.clone().map(shift),
+            error: self.error.clone().map(shift),
+        }
+    }
+
+    /// Replaces the text of one member span and re-reads the envelope (used by patching).
+    pub(crate) fn with_text(text: String) -> Result<Message, Fault> {
+        let m = members(&text).map_err(|e| Fault {
+            kind: FaultKind::NotJson(e.to_string()),
+            id: None,
+        })?;
+        let msg = Message::from_members(&text, m)?;
+        Ok(msg)
+    }
+
+    /// Span of the params member, for patching.
+    pub(crate) fn params_span(&self) -> Option<Range<usize>> {
+        self.params.clone()
+    }
+
+    /// Span of the result member, for patching.
+    pub(crate) fn result_span(&self) -> Option<Range<usize>> {
+        self.result.clone()
+    }
+}
+
+/// Reads the id of a message that failed to decode, when its text is still JSON.
+fn salvage_id(text: &str) -> Option<Id> {
+    if max_depth(text.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
+        return None;
+    }
+    let m = members(text).ok()?;
+    Id::from_raw(m.id?.get()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+
+    fn kind_of(s: &str) -> Result<Kind, FaultKind> {
+        Message::decode_str(s).map(|m| m.kind()).map_err(|f| f.kind)
+    }
+
+    #[test]
+    fn decodes_the_four_kinds() {
+        assert_eq!(
+            kind_of(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Ok(Kind::Request)
+        );
+        assert_eq!(
+            kind_of(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Kind::Notification)
+        );
+        assert_eq!(
+            kind_of(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            Ok(Kind::Result)
+        );
+        assert_eq!(
+            kind_of(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#),
+            Ok(Kind::Error)
+        );
+    }
+
+    #[test]
+    fn envelope_faults_are_typed() {
+        use FaultKind::*;
+        let cases: &[(&str, FaultKind)] = &[
+            (r#"{"id":1,"method":"x"}"#, MissingVersion),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+                WrongVersion("\"1.0\"".into()),
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, MethodNotString),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+                ResultAndError,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1}"#, NeitherResultNorError),
+            (r#"{"jsonrpc":"2.0","result":{}}"#, ResponseWithoutId),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+                ResultWithNullId,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+                ParamsNotStructured,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","result":{}}"#,
+                RequestWithOutcome,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#,
+                DuplicateMember("id"),
+            ),
+            (r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#, Batch),
+            (r#""hello""#, NotAnObject),
+        ];
+        for (text, want) in cases {
+            assert_eq!(kind_of(text).as_ref(), Err(want), "for {text}");
+        }
+    }
+
+    #[test]
+    fn a_malformed_message_with_a_readable_id_keeps_it() {
+        let f = Message::decode_str(r#"{"jsonrpc":"1.0","id":42,"method":"x"}"#).unwrap_err();
+        assert_eq!(f.id, Some(Id::Num(42)));
+        let reply = f.to_response();
+        assert_eq!(reply.id(), Some(&Id::Num(42)));
+        assert_eq!(reply.error_object().unwrap().code, -32600);
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_parse_error_that_keeps_the_id() {
+        let mut bytes = br#"{"jsonrpc":"2.0","id":5,"method":"x","params":{"a":""#.to_vec();
+        bytes.extend_from_slice(&[0xff, 0xfe]);
+        bytes.extend_from_slice(br#""}}"#);
+        let f = Message::decode(&bytes).unwrap_err();
+        assert!(matches!(f.kind, FaultKind::InvalidUtf8(_)));
+        assert_eq!(f.id, Some(Id::Num(5)));
+        assert_eq!(f.code(), ErrorCode::ParseError);
+    }
+
+    #[test]
+    fn float_and_null_ids_are_refused() {
+        assert!(matches!(
+            kind_of(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#),
+            Err(FaultKind::BadId(IdError::NotInteger(_)))
+        ));
+        assert!(matches!(
+            kind_of(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            Err(FaultKind::BadId(IdError::Null))
+        ));
+    }
+
+    #[test]
+    fn depth_bombs_and_garbage_are_faults() {
+        let bomb = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(matches!(kind_of(&bomb), Err(FaultKind::TooDeep { .. })));
+        assert!(matches!(kind_of("not json"), Err(FaultKind::NotJson(_))));
+        assert!(matches!(
+            kind_of("{\"jsonrpc\":"),
+            Err(FaultKind::NotJson(_))
+        ));
+        assert!(matches!(kind_of(""), Err(FaultKind::NotJson(_))));
+    }
+
+    #[test]
+    fn content_crosses_byte_for_byte() {
+        let text = r#"{"jsonrpc":"2.0","id":9,"result":{"z":1,"a":1.0,"s":"\u00e9\n","x-vendor":{"k":[1e2]}}}"#;
+        let m = Message::decode_str(text).unwrap();
+        assert_eq!(m.as_str(), text);
+        assert_eq!(
+            m.result_raw(),
+            Some(r#"{"z":1,"a":1.0,"s":"\u00e9\n","x-vendor":{"k":[1e2]}}"#)
+        );
+        let moved = m.with_id(&Id::from("gw-1"));
+        assert_eq!(moved.as_str(), text.replace("\"id\":9", "\"id\":\"gw-1\""));
+        assert_eq!(moved.result_raw(), m.result_raw());
+        assert_eq!(Message::decode_str(moved.as_str()).unwrap(), moved);
+    }
+
+    #[test]
+    fn built_messages_decode_to_themselves() {
+        let id = Id::Num(3);
+        let built = [
+            Message::request(&id, "tools/call", Some(r#"{"name":"x"}"#)),
+            Message::notification("notifications/initialized", None),
+            Message::result(&id, "{}"),
+            Message::error(None, &ErrorObject::new(ErrorCode::ParseError, "bad \"x\"")),
+            Message::error(
+                Some(id.clone()),
+                &ErrorObject::new(ErrorCode::InternalError, "e"),
+            ),
+        ];
+        for m in built {
+            let again = Message::decode_str(m.as_str()).unwrap();
+            assert_eq!(again, m, "{}", m.as_str());
+        }
+    }
+}

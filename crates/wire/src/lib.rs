@@ -1,0 +1,19 @@
+//! manifold-wire: the bytes <-> messages layer of Manifold.
+//!
+//! Everything here is pure (no I/O) so that every decoder can be fuzzed and property-tested in
+//! isolation, and so that the gateway can forward JSON it does not own without re-serialising it.
+
+pub mod codes;
+pub mod depth;
+pub mod envelope;
+pub mod id;
+pub mod line;
+pub mod meta;
+pub mod patch;
+pub mod revision;
+pub mod sse;
+
+pub use codes::ErrorCode;
+pub use envelope::{ErrorObject, Fault, FaultKind, Kind, Message};
+pub use id::Id;
+pub use revision::{Era, Revision};

@@ -1,0 +1,343 @@
+//! In-place patching of raw JSON.
+//!
+//! The gateway owns only a few things inside messages it forwards: ids, tool and prompt names,
+//! resource URIs, progress tokens and its own `_meta`. These functions find one member by key path
+//! and splice new JSON text in its place, so every other byte (unknown fields, number forms, key
+//! order, escapes) stays exactly as the peer sent it.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::depth::{MAX_JSON_DEPTH, max_depth};
+use crate::envelope::{Fault, Message};
+use crate::id::json_string;
+
+/// Why a patch could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    #[error("the JSON to patch is malformed: {0}")]
+    Malformed(String),
+    #[error("\"{0}\" is not an object, so \"{1}\" cannot be set inside it")]
+    NotAnObject(String, String),
+    #[error("the key \"{0}\" appears twice, so patching it would be ambiguous")]
+    DuplicateKey(String),
+    #[error("the message has no {0} to patch")]
+    NoMember(&'static str),
+    #[error("the replacement is not valid JSON: {0}")]
+    BadReplacement(String),
+    #[error("the patched message no longer decodes: {0}")]
+    Broken(Fault),
+}
+
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Finds the value of `key` among the members of one object.
+struct FindKey<'k>(&'k str);
+
+impl<'de> Visitor<'de> for FindKey<'_> {
+    type Value = Result<Option<&'de RawValue>, PatchError>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found: Option<&'de RawValue> = None;
+        let mut duplicate = false;
+        while let Some(k) = map.next_key_seed(KeySeed)? {
+            if k == self.0 {
+                let v = map.next_value::<&'de RawValue>()?;
+                duplicate |= found.is_some();
+                found = Some(v);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        if duplicate {
+            return Ok(Err(PatchError::DuplicateKey(self.0.to_owned())));
+        }
+        Ok(Ok(found))
+    }
+}
+
+fn is_object(json: &str) -> bool {
+    json.trim_start().starts_with('{')
+}
+
+fn offset_of(base: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(base.as_ptr() as usize)
+}
+
+/// The span of the value of `key` directly inside the object `json`, if present.
+fn find_member(json: &str, key: &str) -> Result<Option<Range<usize>>, PatchError> {
+    if !is_object(json) {
+        return Err(PatchError::NotAnObject(
+            json.chars().take(32).collect(),
+            key.to_owned(),
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    let found = de
+        .deserialize_map(FindKey(key))
+        .map_err(|e| PatchError::Malformed(e.to_string()))??;
+    Ok(found.map(|v| {
+        let start = offset_of(json, v.get());
+        start..start + v.get().len()
+    }))
+}
+
+/// The span of the value at `path` inside `json`, if every key on the way exists.
+pub fn locate(json: &str, path: &[&str]) -> Result<Option<Range<usize>>, PatchError> {
+    if max_depth(json.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
+        return Err(PatchError::Malformed(format!(
+            "nesting deeper than {MAX_JSON_DEPTH}"
+        )));
+    }
+    let mut span = 0..json.len();
+    for key in path {
+        let inner = json.get(span.clone()).unwrap_or_default();
+        match find_member(inner, key)? {
+            Some(r) => span = (span.start + r.start)..(span.start + r.end),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(span))
+}
+
+/// The raw value at `path`, if present.
+pub fn get<'a>(json: &'a str, path: &[&str]) -> Result<Option<&'a str>, PatchError> {
+    Ok(locate(json, path)?.and_then(|r| json.get(r)))
+}
+
+/// The string at `path`, decoded, if present and a string.
+pub fn get_str(json: &str, path: &[&str]) -> Result<Option<String>, PatchError> {
+    Ok(get(json, path)?.and_then(|raw| serde_json::from_str::<String>(raw).ok()))
+}
+
+fn splice(json: &str, at: Range<usize>, with: &str) -> String {
+    let mut out = String::with_capacity(json.len() + with.len());
+    out.push_str(json.get(..at.start).unwrap_or_default());
+    out.push_str(with);
+    out.push_str(json.get(at.end..).unwrap_or_default());
+    out
+}
+
+/// Sets the value at `path` to the raw JSON `value`, creating missing objects on the way.
+///
+/// Existing members are replaced in place; a missing member is inserted first in its object.
+pub fn set(json: &str, path: &[&str], value: &str) -> Result<String, PatchError> {
+    if serde_json::from_str::<IgnoredAny>(value).is_err()
+        || max_depth(value.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH
+    {
+        return Err(PatchError::BadReplacement(value.chars().take(64).collect()));
+    }
+    let Some((last, parents)) = path.split_last() else {
+        return Ok(value.to_owned());
+    };
+    let mut obj = 0..json.len();
+    for (depth, key) in parents.iter().enumerate() {
+        let inner = json.get(obj.clone()).unwrap_or_default();
+        match find_member(inner, key)? {
+            Some(r) => obj = (obj.start + r.start)..(obj.start + r.end),
+            None => {
+                // Build the rest of the path as nested objects and insert it here.
+                let mut nested = value.to_owned();
+                for k in path[depth + 1..].iter().rev() {
+                    nested = format!("{{{}:{}}}", json_string(k), nested);
+                }
+                return insert_member(json, obj, key, &nested);
+            }
+        }
+    }
+    let inner = json.get(obj.clone()).unwrap_or_default();
+    match find_member(inner, last)? {
+        Some(r) => Ok(splice(
+            json,
+            (obj.start + r.start)..(obj.start + r.end),
+            value,
+        )),
+        None => insert_member(json, obj, last, value),
+    }
+}
+
+fn insert_member(
+    json: &str,
+    obj: Range<usize>,
+    key: &str,
+    value: &str,
+) -> Result<String, PatchError> {
+    let inner = json.get(obj.clone()).unwrap_or_default();
+    if !is_object(inner) {
+        return Err(PatchError::NotAnObject(
+            inner.chars().take(32).collect(),
+            key.to_owned(),
+        ));
+    }
+    let brace = obj.start + inner.find('{').unwrap_or(0);
+    let after = json.get(brace + 1..obj.end).unwrap_or_default();
+    let empty = after.trim_start().starts_with('}');
+    let member = format!(
+        "{}:{}{}",
+        json_string(key),
+        value,
+        if empty { "" } else { "," }
+    );
+    Ok(splice(json, (brace + 1)..(brace + 1), &member))
+}
+
+/// Where in a message a patch applies.
+#[derive(Debug, Clone, Copy)]
+pub enum Part {
+    Params,
+    Result,
+}
+
+impl Message {
+    /// Sets `path` inside the params or result to raw JSON `value`, leaving every other byte as is.
+    pub fn patch(&self, part: Part, path: &[&str], value: &str) -> Result<Message, PatchError> {
+        let (span, name) = match part {
+            Part::Params => (self.params_span(), "params"),
+            Part::Result => (self.result_span(), "result"),
+        };
+        let text = self.as_str();
+        let new_text = match span {
+            Some(span) => {
+                let inner = text.get(span.clone()).unwrap_or_default();
+                let patched = set(inner, path, value)?;
+                splice(text, span, &patched)
+            }
+            None if matches!(part, Part::Params) && self.method().is_some() => {
+                // A request without params gains them.
+                let mut nested = value.to_owned();
+                for k in path.iter().rev() {
+                    nested = format!("{{{}:{}}}", json_string(k), nested);
+                }
+                insert_member(text, 0..text.len(), "params", &nested)?
+            }
+            None => return Err(PatchError::NoMember(name)),
+        };
+        Message::with_text(new_text).map_err(PatchError::Broken)
+    }
+
+    /// Reads a string inside the params (e.g. `["name"]`, `["uri"]`).
+    pub fn params_str(&self, path: &[&str]) -> Option<String> {
+        self.params().and_then(|p| get_str(p, path).ok().flatten())
+    }
+
+    /// Reads a raw value inside the params (e.g. `["_meta", "progressToken"]`).
+    pub fn params_raw(&self, path: &[&str]) -> Option<&str> {
+        self.params().and_then(|p| get(p, path).ok().flatten())
+    }
+
+    /// Renames the tool (or prompt) a `tools/call` (`prompts/get`) names.
+    pub fn with_name(&self, name: &str) -> Result<Message, PatchError> {
+        self.patch(Part::Params, &["name"], &json_string(name))
+    }
+
+    /// Rewrites the resource URI of a `resources/*` request.
+    pub fn with_uri(&self, uri: &str) -> Result<Message, PatchError> {
+        self.patch(Part::Params, &["uri"], &json_string(uri))
+    }
+
+    /// Sets the progress token (raw JSON: an integer or a string).
+    pub fn with_progress_token(&self, token_json: &str) -> Result<Message, PatchError> {
+        self.patch(Part::Params, &["_meta", "progressToken"], token_json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn replaces_a_nested_member_and_nothing_else() {
+        let j = r#"{"name":"a__echo","arguments":{"n":1.0,"name":"keep"},"x":"\u00e9"}"#;
+        let out = set(j, &["name"], r#""echo""#).unwrap();
+        assert_eq!(
+            out,
+            r#"{"name":"echo","arguments":{"n":1.0,"name":"keep"},"x":"\u00e9"}"#
+        );
+    }
+
+    #[test]
+    fn inserts_missing_objects_on_the_way() {
+        let out = set(r#"{"name":"t"}"#, &["_meta", "progressToken"], "7").unwrap();
+        assert_eq!(out, r#"{"_meta":{"progressToken":7},"name":"t"}"#);
+        let out = set(r#"{ }"#, &["a"], "1").unwrap();
+        assert_eq!(out, r#"{"a":1 }"#);
+        let out = set(r#"{"_meta":{}}"#, &["_meta", "k"], "true").unwrap();
+        assert_eq!(out, r#"{"_meta":{"k":true}}"#);
+    }
+
+    #[test]
+    fn finds_keys_written_with_escapes() {
+        let j = r#"{"n\u0061me":"x"}"#;
+        assert_eq!(get_str(j, &["name"]).unwrap(), Some("x".to_owned()));
+    }
+
+    #[test]
+    fn refuses_ambiguous_and_malformed_input() {
+        assert_eq!(
+            set(r#"{"name":1,"name":2}"#, &["name"], "3"),
+            Err(PatchError::DuplicateKey("name".into()))
+        );
+        assert!(matches!(
+            set(r#"{"name":"#, &["name"], "3"),
+            Err(PatchError::Malformed(_))
+        ));
+        assert!(matches!(
+            set(r#"{"a":[1]}"#, &["a", "b"], "3"),
+            Err(PatchError::NotAnObject(..))
+        ));
+        assert!(matches!(
+            set(r#"{}"#, &["a"], "nope"),
+            Err(PatchError::BadReplacement(_))
+        ));
+    }
+
+    #[test]
+    fn message_patches_keep_content_bytes() {
+        let m = Message::decode_str(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"srv__t","arguments":{"big":1e400,"f":1.50}}}"#,
+        )
+        .unwrap();
+        let m2 = m
+            .with_name("t")
+            .unwrap()
+            .with_progress_token("\"p-1\"")
+            .unwrap();
+        assert_eq!(
+            m2.as_str(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"p-1"},"name":"t","arguments":{"big":1e400,"f":1.50}}}"#
+        );
+        assert_eq!(m2.params_str(&["name"]).as_deref(), Some("t"));
+        assert_eq!(m2.params_raw(&["_meta", "progressToken"]), Some("\"p-1\""));
+        let bare =
+            Message::decode_str(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).unwrap();
+        let with_meta = bare.with_progress_token("3").unwrap();
+        assert_eq!(with_meta.params(), Some(r#"{"_meta":{"progressToken":3}}"#));
+    }
+}
