@@ -1,0 +1,57 @@
+//! The seam between a connection and the bytes it travels on.
+//!
+//! A [`Transport`] moves whole messages; everything protocol-level (ids, pending requests, progress,
+//! negotiation) lives once in `connection.rs` above it, so stdio, Streamable HTTP and legacy SSE
+//! behave the same to their callers.
+
+pub mod http;
+pub mod stdio;
+
+use futures::future::BoxFuture;
+use manifold_wire::{Fault, Id, Message, Revision};
+use tokio::sync::mpsc;
+
+use crate::error::UpstreamError;
+
+/// What a transport hands up to its connection.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A decoded message; `related` is our id of the request whose stream carried it, when the
+    /// transport knows (a per-request HTTP stream), so server requests and notifications reach the
+    /// right call.
+    Message {
+        message: Message,
+        related: Option<Id>,
+    },
+    /// Bytes that did not decode; the fault keeps the id when it was readable.
+    Fault(Fault),
+    /// The transport could not deliver a request or its response (HTTP status, broken stream).
+    RequestFailed { id: Id, error: UpstreamError },
+    /// The transport is gone; every pending request must settle with this cause.
+    Closed { cause: String },
+}
+
+/// Sender half given to a transport at construction.
+pub type InboundTx = mpsc::Sender<Inbound>;
+
+/// How many inbound messages may wait for the connection before the transport waits.
+pub const INBOUND_QUEUE: usize = 1024;
+
+/// A message carrier to one upstream server.
+pub trait Transport: Send + Sync + 'static {
+    /// Writes one message. For a request, its response arrives later through [`Inbound`].
+    fn send(&self, message: Message) -> BoxFuture<'_, Result<(), UpstreamError>>;
+
+    /// Cancels a request at the transport level (closing its HTTP stream, in the modern era).
+    /// Returns false when the transport cannot, so the connection sends `notifications/cancelled`.
+    fn cancel_request(&self, id: &Id) -> bool;
+
+    /// Told once negotiation settles, so the transport can add revision headers.
+    fn negotiated(&self, revision: Revision);
+
+    /// Ends the connection gracefully (closing stdin and reaping a child, DELETE of a session).
+    fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// A short description for logs and health: "stdio pid 123", "http https://...".
+    fn describe(&self) -> String;
+}

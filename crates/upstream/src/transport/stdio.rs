@@ -1,0 +1,406 @@
+//! Upstream servers run as child processes speaking newline-delimited JSON on stdin/stdout.
+//!
+//! A child starts from an empty environment (plus an allowlist and its own variables), in its own
+//! process group so that its whole tree can be signalled, with stderr read into the log under the
+//! server's name and never mixed into the protocol stream. Shutdown escalates from closing stdin to
+//! SIGTERM to SIGKILL of the group, and always reaps.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use manifold_wire::line::{DEFAULT_MAX_LINE, Frame, LineFramer, encode_line};
+use manifold_wire::{FaultKind, Id, Message, Revision};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{INBOUND_QUEUE, Inbound, InboundTx, Transport};
+use crate::connection::lock;
+use crate::error::UpstreamError;
+
+/// Parent variables a child sees unless the configuration says otherwise.
+pub const DEFAULT_ENV_ALLOW: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
+];
+/// Non-JSON lines tolerated on stdout before the first message (a banner); more closes the link.
+pub const MAX_BANNER_LINES: usize = 100;
+/// Longest stderr line logged whole; longer lines are cut.
+pub const MAX_STDERR_LINE: usize = 8 * 1024;
+/// stderr lines logged per second; the rest are counted and summarised.
+pub const STDERR_LINES_PER_SECOND: u32 = 100;
+/// stderr lines remembered for error messages and health.
+pub const STDERR_TAIL_LINES: usize = 20;
+/// Messages that may wait to be written to stdin.
+pub const OUTBOUND_QUEUE: usize = 1024;
+/// How long a child gets to exit after its stdin closes.
+pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long a child's group gets to exit after SIGTERM.
+pub const SIGTERM_GRACE: Duration = Duration::from_secs(2);
+
+/// How to start a stdio server.
+#[derive(Debug, Clone, Default)]
+pub struct StdioSpec {
+    /// The executable (looked up on the child's PATH when it has no slash).
+    pub command: String,
+    pub args: Vec<String>,
+    /// Variables set for the child, after the allowlist.
+    pub env: Vec<(String, String)>,
+    /// Parent variables passed through; `None` means [`DEFAULT_ENV_ALLOW`].
+    pub env_allow: Option<Vec<String>>,
+    pub cwd: Option<PathBuf>,
+    /// Longest stdout line accepted; `None` means the wire default.
+    pub max_line: Option<usize>,
+}
+
+/// A running child process and its pipes.
+pub struct StdioTransport {
+    server: String,
+    command: String,
+    pid: Option<u32>,
+    writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    child: tokio::sync::Mutex<Option<Child>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for StdioTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// Spawns the child and starts its reader, writer and stderr tasks.
+pub fn spawn(
+    server: &str,
+    spec: &StdioSpec,
+) -> Result<(Arc<StdioTransport>, mpsc::Receiver<Inbound>), UpstreamError> {
+    let mut cmd = Command::new(&spec.command);
+    cmd.args(&spec.args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let allow: Vec<String> = spec
+        .env_allow
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ENV_ALLOW.iter().map(|s| (*s).to_owned()).collect());
+    for name in &allow {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd.spawn().map_err(|e| UpstreamError::Spawn {
+        server: server.to_owned(),
+        reason: format!("{}: {e}", spec.command),
+    })?;
+    let pid = child.id();
+    let missing = |what: &str| UpstreamError::Spawn {
+        server: server.to_owned(),
+        reason: format!("the child's {what} pipe was not available"),
+    };
+    let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+    let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+    let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
+
+    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE);
+    let (writer_tx, writer_rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
+    let transport = Arc::new(StdioTransport {
+        server: server.to_owned(),
+        command: spec.command.clone(),
+        pid,
+        writer: Mutex::new(Some(writer_tx)),
+        child: tokio::sync::Mutex::new(Some(child)),
+        stderr_tail: Arc::clone(&stderr_tail),
+        closed: AtomicBool::new(false),
+    });
+    tokio::spawn(write_stdin(stdin, writer_rx));
+    let stderr_done = tokio::spawn(read_stderr(server.to_owned(), stderr, stderr_tail));
+    tokio::spawn(read_stdout(
+        Arc::downgrade(&transport),
+        server.to_owned(),
+        stdout,
+        spec.max_line.unwrap_or(DEFAULT_MAX_LINE),
+        inbound_tx,
+        stderr_done,
+    ));
+    tracing::debug!(server, pid, command = %spec.command, "started stdio server");
+    Ok((transport, inbound_rx))
+}
+
+async fn write_stdin(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Vec<u8>>) {
+    while let Some(line) = queue.recv().await {
+        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            // The child is gone or closed stdin; the stdout reader reports the closure.
+            return;
+        }
+    }
+    // Dropping stdin here closes the pipe: the polite way to ask a stdio server to exit.
+}
+
+async fn read_stdout(
+    transport: std::sync::Weak<StdioTransport>,
+    server: String,
+    mut stdout: impl AsyncRead + Unpin,
+    max_line: usize,
+    inbound: InboundTx,
+    stderr_done: tokio::task::JoinHandle<()>,
+) {
+    let mut framer = LineFramer::new(max_line);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut seen_message = false;
+    let mut banner_lines = 0usize;
+    let cause = loop {
+        let n = match stdout.read(&mut buf).await {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(e) => break Some(format!("reading its stdout failed: {e}")),
+        };
+        framer.push(buf.get(..n).unwrap_or_default());
+        while let Some(frame) = framer.next_frame() {
+            let item = match frame {
+                Frame::TooLong { limit, seen } => {
+                    tracing::warn!(server = %server, limit, seen, "the server wrote a line longer than the limit; skipped it");
+                    continue;
+                }
+                Frame::Line(line) => match Message::decode(&line) {
+                    Ok(message) => {
+                        seen_message = true;
+                        Inbound::Message {
+                            message,
+                            related: None,
+                        }
+                    }
+                    Err(fault)
+                        if fault.id.is_none() && matches!(fault.kind, FaultKind::NotJson(_)) =>
+                    {
+                        if !seen_message {
+                            banner_lines += 1;
+                            if banner_lines > MAX_BANNER_LINES {
+                                break;
+                            }
+                            tracing::info!(server = %server, line = %String::from_utf8_lossy(line.get(..line.len().min(MAX_STDERR_LINE)).unwrap_or_default()), "skipped a non-JSON line on stdout (banner)");
+                        } else {
+                            tracing::warn!(server = %server, line = %String::from_utf8_lossy(line.get(..line.len().min(200)).unwrap_or_default()), "skipped a non-JSON line on stdout");
+                        }
+                        continue;
+                    }
+                    Err(fault) => Inbound::Fault(fault),
+                },
+            };
+            if inbound.send(item).await.is_err() {
+                return;
+            }
+        }
+        if banner_lines > MAX_BANNER_LINES {
+            break Some(format!(
+                "it printed more than {MAX_BANNER_LINES} lines that are not JSON before any message; is it an MCP stdio server, and does it log to stdout?"
+            ));
+        }
+    };
+    if let Some(tail) = framer.finish() {
+        tracing::warn!(server = %server, bytes = tail.len(), "the server's output ended in the middle of a message");
+    }
+    let cause = match cause {
+        Some(c) => c,
+        None => {
+            // Give stderr a moment to drain so the cause can quote the child's last words.
+            let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+            match transport.upgrade() {
+                Some(t) => t.exit_description().await,
+                None => "its stdout closed".to_owned(),
+            }
+        }
+    };
+    let _ = inbound.send(Inbound::Closed { cause }).await;
+}
+
+async fn read_stderr(
+    server: String,
+    mut stderr: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut framer = LineFramer::new(MAX_STDERR_LINE);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut window = Instant::now();
+    let mut logged = 0u32;
+    let mut suppressed = 0u64;
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        framer.push(buf.get(..n).unwrap_or_default());
+        while let Some(frame) = framer.next_frame() {
+            let line = match frame {
+                Frame::Line(l) => String::from_utf8_lossy(&l).into_owned(),
+                Frame::TooLong { seen, .. } => {
+                    format!("(a stderr line of more than {seen} bytes, cut)")
+                }
+            };
+            if window.elapsed() >= Duration::from_secs(1) {
+                if suppressed > 0 {
+                    tracing::warn!(target: "manifold::upstream::stderr", server = %server, suppressed, "stderr lines not logged (rate limit)");
+                }
+                window = Instant::now();
+                logged = 0;
+                suppressed = 0;
+            }
+            if logged < STDERR_LINES_PER_SECOND {
+                logged += 1;
+                tracing::info!(target: "manifold::upstream::stderr", server = %server, "{line}");
+            } else {
+                suppressed += 1;
+            }
+            let mut t = lock(&tail);
+            if t.len() == STDERR_TAIL_LINES {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    }
+    if let Some(rest) = framer.finish() {
+        let mut t = lock(&tail);
+        if t.len() == STDERR_TAIL_LINES {
+            t.pop_front();
+        }
+        t.push_back(String::from_utf8_lossy(&rest).into_owned());
+    }
+    if suppressed > 0 {
+        tracing::warn!(target: "manifold::upstream::stderr", server = %server, suppressed, "stderr lines not logged (rate limit)");
+    }
+}
+
+impl StdioTransport {
+    /// The child's process id (also its process group id).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The last lines the child wrote to stderr.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        lock(&self.stderr_tail).iter().cloned().collect()
+    }
+
+    async fn exit_description(&self) -> String {
+        let status = {
+            let mut guard = self.child.lock().await;
+            match guard.as_mut() {
+                Some(child) => tokio::time::timeout(Duration::from_millis(300), child.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+                None => None,
+            }
+        };
+        let last = self
+            .stderr_tail()
+            .into_iter()
+            .rev()
+            .find(|l| !l.trim().is_empty());
+        let mut out = match status {
+            Some(s) => format!("the server process exited ({s})"),
+            None => "the server closed its stdout".to_owned(),
+        };
+        if let Some(l) = last {
+            out.push_str(&format!(
+                "; its last stderr line: {}",
+                crate::connection::truncate(l.trim())
+            ));
+        }
+        out
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            // ESRCH (the group is already gone) is the outcome we want; nothing else can be done.
+            let _ = killpg(Pid::from_raw(pid), signal);
+        }
+    }
+
+    /// The escalating shutdown: close stdin, SIGTERM the group, SIGKILL the group, reap.
+    async fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        lock(&self.writer).take();
+        let mut guard = self.child.lock().await;
+        if let Some(child) = guard.as_mut() {
+            let exited = tokio::time::timeout(STDIN_CLOSE_GRACE, child.wait())
+                .await
+                .is_ok();
+            if !exited {
+                self.signal_group(Signal::SIGTERM);
+                if tokio::time::timeout(SIGTERM_GRACE, child.wait())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(server = %self.server, pid = self.pid, "the server ignored SIGTERM; killing its process group");
+                }
+            }
+            // Grandchildren may outlive the leader: the group is always killed.
+            self.signal_group(Signal::SIGKILL);
+            let _ = child.wait().await;
+        }
+        guard.take();
+    }
+}
+
+impl Transport for StdioTransport {
+    fn send(&self, message: Message) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(async move {
+            let tx = lock(&self.writer).clone();
+            let closed = || UpstreamError::Closed {
+                server: self.server.clone(),
+                cause: "the server process is no longer accepting input".to_owned(),
+            };
+            let tx = tx.ok_or_else(closed)?;
+            tx.send(encode_line(message.as_str()))
+                .await
+                .map_err(|_| closed())
+        })
+    }
+
+    fn cancel_request(&self, _id: &Id) -> bool {
+        false
+    }
+
+    fn negotiated(&self, _revision: Revision) {}
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shutdown())
+    }
+
+    fn describe(&self) -> String {
+        match self.pid {
+            Some(pid) => format!("stdio {} (pid {pid})", self.command),
+            None => format!("stdio {}", self.command),
+        }
+    }
+}
+
+impl Drop for StdioTransport {
+    fn drop(&mut self) {
+        if !self.closed.load(Ordering::Acquire) {
+            // Not shut down politely: make sure no process of the tree survives. The child handle's
+            // kill_on_drop lets the runtime reap the leader.
+            self.signal_group(Signal::SIGKILL);
+        }
+    }
+}
