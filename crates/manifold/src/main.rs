@@ -1,2 +1,117 @@
-//! The manifold binary.
-fn main() {}
+//! The `manifold` binary: the only place that parses a command line.
+//!
+//! Logs go to stderr so that stdout carries only results (and, in `manifold stdio`, only protocol
+//! bytes).
+
+mod args;
+mod client;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+use report::CliError;
+
+/// `--json '{...}'` on `call` gives arguments; a bare `--json` asks for raw output. Telling them
+/// apart needs a look at the next word, which clap cannot take.
+fn split_json_flag(argv: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut iter = argv.into_iter().peekable();
+    let mut after_dashes = false;
+    while let Some(a) = iter.next() {
+        if a == "--" {
+            after_dashes = true;
+        }
+        if !after_dashes
+            && a == "--json"
+            && iter.peek().is_some_and(|n| n.trim_start().starts_with('{'))
+        {
+            out.push("--json-args".to_owned());
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}
+
+fn init_logs(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse_from(split_json_flag(std::env::args().collect()));
+    init_logs(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match &cli.command {
+            Command::Inspect { target } => client::inspect(target).await,
+            Command::List { what, target } => client::list(*what, target).await,
+            Command::Call {
+                target,
+                args,
+                json_args,
+            } => client::call(target, args, json_args.as_deref()).await,
+            Command::Read { target } => client::read(target).await,
+            Command::Prompt { target, args } => client::prompt(target, args).await,
+            Command::ConformanceClient { url } => Err(CliError::usage(format!(
+                "the conformance client is not available in this build (asked for {url})"
+            ))),
+        }
+    });
+    // Children are reaped by their connections; the runtime goes down after them.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    match outcome {
+        Ok(o) => o.exit_code(),
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn json_with_an_object_means_arguments() {
+        assert_eq!(
+            split_json_flag(v(&["m", "call", "t", "--json", "{\"a\":1}"])),
+            v(&["m", "call", "t", "--json-args", "{\"a\":1}"])
+        );
+        assert_eq!(
+            split_json_flag(v(&["m", "list", "tools", "--json", "http://x"])),
+            v(&["m", "list", "tools", "--json", "http://x"])
+        );
+        assert_eq!(
+            split_json_flag(v(&["m", "call", "t", "--", "srv", "--json", "{}"])),
+            v(&["m", "call", "t", "--", "srv", "--json", "{}"])
+        );
+    }
+}

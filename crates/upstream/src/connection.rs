@@ -360,6 +360,11 @@ fn with_modern_meta(message: &Message, m: &ModernMeta) -> Result<Message, patch:
 }
 
 impl Inner {
+    /// The handler that answers server requests, also used for modern-era input requests.
+    pub(crate) fn handler_for_input(&self) -> Arc<dyn ServerRequestHandler> {
+        Arc::clone(&self.handler)
+    }
+
     /// Removes a call without settling it (its caller is gone or never saw it).
     fn forget(&self, id: &Id) -> Option<Pending> {
         let mut t = lock(&self.tables);

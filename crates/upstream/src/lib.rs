@@ -6,6 +6,7 @@
 pub mod connect;
 pub mod connection;
 pub mod error;
+pub mod mrtr;
 pub mod negotiate;
 pub mod paginate;
 pub mod transport;

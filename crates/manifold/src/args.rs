@@ -1,0 +1,139 @@
+//! The command line, declared once.
+//!
+//! Only the binary parses command lines; everything below it takes typed values.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "manifold",
+    version,
+    about = "Manifold: one MCP endpoint in front of many MCP servers, and an MCP client for any server.",
+    after_help = "TARGET is a URL (http://127.0.0.1:3001/mcp) or, for a stdio server, the command after `--`:\n  manifold list tools -- node server.js stdio\n  manifold call http://127.0.0.1:3001/mcp echo --arg message=hi\n  manifold inspect --era modern -- mcp-server-time"
+)]
+pub struct Cli {
+    /// More log output on stderr (repeat for more).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show a server's identity, negotiated era and revision, capabilities and catalog sizes.
+    Inspect {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// List a server's tools, resources, resource templates or prompts.
+    List {
+        /// What to list.
+        what: ListWhat,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Call a tool: `manifold call [URL] TOOL [--arg k=v ...] [--json '{...}'] [-- COMMAND...]`.
+    Call {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Tool argument as key=value, typed by the tool's input schema (repeatable).
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+        /// All arguments as one JSON object (merged under --arg values).
+        #[arg(long = "json-args", alias = "args-json", value_name = "JSON")]
+        json_args: Option<String>,
+    },
+    /// Read a resource: `manifold read [URL] URI [-- COMMAND...]`.
+    Read {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Get a prompt: `manifold prompt [URL] NAME [--arg k=v ...] [-- COMMAND...]`.
+    Prompt {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Prompt argument as key=value (repeatable).
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+    },
+    /// Act as the client for the official conformance suite (`conformance client --command "manifold conformance-client"`).
+    #[command(hide = true)]
+    ConformanceClient {
+        /// The URL of the suite's mock server.
+        url: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListWhat {
+    Tools,
+    Resources,
+    Templates,
+    Prompts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum EraArg {
+    #[default]
+    Auto,
+    Legacy,
+    Modern,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum TransportArg {
+    /// Streamable HTTP, falling back to legacy SSE.
+    #[default]
+    Auto,
+    /// Streamable HTTP only.
+    Http,
+    /// Legacy HTTP+SSE only.
+    Sse,
+}
+
+/// Where the server is and how to talk to it; shared by every client command.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// `[URL] [NAME]`: a URL first when the server is reached over HTTP, then the tool, URI or prompt name.
+    #[arg(value_name = "URL|NAME")]
+    pub positional: Vec<String>,
+    /// The stdio server's command and arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Which protocol era to speak.
+    #[arg(long, value_enum, default_value_t = EraArg::Auto)]
+    pub era: EraArg,
+    /// Which HTTP transport to use for a URL.
+    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+    /// Extra HTTP header, 'Name: value' (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "'NAME: VALUE'")]
+    pub headers: Vec<String>,
+    /// Seconds to wait for each answer.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    /// Environment variable for a stdio server, K=V (repeatable); the child otherwise starts from a minimal environment.
+    #[arg(long = "env", short = 'e', value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Working directory of a stdio server.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// PEM file of extra CA certificates to trust.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+    /// PEM file with a client certificate and key (mTLS).
+    #[arg(long, value_name = "FILE")]
+    pub client_cert: Option<PathBuf>,
+    /// Allow plain http:// to hosts other than loopback.
+    #[arg(long)]
+    pub allow_insecure_http: bool,
+    /// Print the raw JSON-RPC result instead of a human rendering.
+    #[arg(long)]
+    pub json: bool,
+    /// Answer the server's elicitation and sampling requests at the terminal (declares those capabilities).
+    #[arg(long)]
+    pub interactive: bool,
+}

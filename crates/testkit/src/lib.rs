@@ -1,0 +1,40 @@
+//! Why: Manifold's tests run against real MCP peers (pinned in tests/peers, installed by
+//! scripts/install-peers). This crate is the one way tests find those peers, pick loopback ports, and
+//! start peers that cannot outlive the test. It is a dev-dependency only; nothing ships with it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), manifold_testkit::TestkitError> {
+//! use std::ffi::OsStr;
+//! use manifold_testkit::{free_port, loopback_preload, node, npm_package_entry, spawn_http_peer};
+//!
+//! let port = free_port()?;
+//! let entry = npm_package_entry("@modelcontextprotocol/server-everything")?;
+//! let preload = loopback_preload()?;
+//! let peer = spawn_http_peer(
+//!     node()?,
+//!     [OsStr::new("--require"), preload.as_os_str(), entry.as_os_str(), OsStr::new("streamableHttp")],
+//!     [("PORT", port.to_string())],
+//!     port,
+//! )
+//! .await?;
+//! // ... talk to http://127.0.0.1:{port}/mcp; dropping `peer` kills its process group.
+//! # drop(peer);
+//! # Ok(())
+//! # }
+//! ```
+
+mod child;
+mod error;
+mod locate;
+mod ports;
+
+pub use child::{
+    ChildGuard, PEER_START_HANG_GUARD, process_group_members, process_is_running, spawn_http_peer,
+};
+pub use error::TestkitError;
+pub use locate::{
+    CONFORMANCE_DIR_ENV, NODE22_BIN_ENV, PEERS_DIR_ENV, bench_venv_bin, conformance_dir,
+    entry_from_manifest, loopback_preload, node, node22, npm_package_entry, peers_dir, python,
+    resolve_peers_dir, venv_bin, workspace_root,
+};
+pub use ports::{free_port, listening_addrs, parse_listeners, wait_for_port};
