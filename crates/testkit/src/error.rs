@@ -18,6 +18,10 @@ pub enum TestkitError {
     #[error("{what} not found at {path}; run scripts/install-peers")]
     NotInstalled { what: String, path: PathBuf },
 
+    /// A workspace binary or the target directory could not be found or built.
+    #[error("{what} is missing: {hint}")]
+    Missing { what: String, hint: String },
+
     /// A program expected on PATH is not there.
     #[error("`{program}` was not found on PATH; install it (see tests/peers/README.md)")]
     NotOnPath { program: String },

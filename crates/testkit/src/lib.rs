@@ -27,6 +27,7 @@ mod child;
 mod error;
 mod locate;
 mod ports;
+mod workspace_bin;
 
 pub use child::{
     ChildGuard, PEER_START_HANG_GUARD, process_group_members, process_is_running, spawn_http_peer,
@@ -38,3 +39,4 @@ pub use locate::{
     resolve_peers_dir, venv_bin, workspace_root,
 };
 pub use ports::{free_port, listening_addrs, parse_listeners, wait_for_port};
+pub use workspace_bin::{test_peer, workspace_binary};

@@ -300,9 +300,14 @@ impl Message {
     pub fn decode_str(text: &str) -> Result<Message, Fault> {
         let fault = |kind| Fault { kind, id: None };
         if max_depth(text.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
-            return Err(fault(FaultKind::TooDeep {
-                limit: MAX_JSON_DEPTH,
-            }));
+            // Too deep to decode, but the id usually sits at the top level: keep it.
+            return Err(Fault {
+                kind: FaultKind::TooDeep {
+                    limit: MAX_JSON_DEPTH,
+                },
+                id: crate::shallow::top_level_member(text, "id")
+                    .and_then(|raw| Id::from_raw(raw).ok()),
+            });
         }
         match first_byte(text) {
             Some(b'{') => {}
@@ -559,14 +564,12 @@ impl Message {
         }
     }
 
-    /// Replaces the text of one member span and re-reads the envelope (used by patching).
+    /// Re-reads a patched text as a message (used by patching).
+    ///
+    /// This is the full decoder, depth guard included: a patch can nest a value deeper than the
+    /// guard allows, and a message that exists must always re-decode from its own text.
     pub(crate) fn with_text(text: String) -> Result<Message, Fault> {
-        let m = members(&text).map_err(|e| Fault {
-            kind: FaultKind::NotJson(e.to_string()),
-            id: None,
-        })?;
-        let msg = Message::from_members(&text, m)?;
-        Ok(msg)
+        Message::decode_str(&text)
     }
 
     /// Span of the params member, for patching.

@@ -11,6 +11,7 @@ pub mod line;
 pub mod meta;
 pub mod patch;
 pub mod revision;
+pub mod shallow;
 pub mod sse;
 
 pub use codes::ErrorCode;
