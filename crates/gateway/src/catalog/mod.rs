@@ -1,0 +1,4 @@
+//! The merged catalog: every upstream's tools, resources, templates and prompts under exposed names.
+
+pub mod naming;
+pub mod uri;
