@@ -5,6 +5,7 @@
 
 pub mod codes;
 pub mod depth;
+pub mod elements;
 pub mod envelope;
 pub mod id;
 pub mod line;
