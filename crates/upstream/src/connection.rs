@@ -29,14 +29,31 @@ pub const MAX_QUEUED_NOTIFICATIONS: usize = 1024;
 /// The default deadline of one request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Whatever the caller attached to a request (the gateway attaches the downstream client that
+/// caused it), handed back with every server request that belongs to that request.
+pub type CallContext = Arc<dyn std::any::Any + Send + Sync>;
+
 /// A server-initiated request (`roots/list`, `sampling/createMessage`, `elicitation/create`, ...).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerRequest {
     pub method: String,
     /// Raw params, untouched.
     pub params: Option<String>,
     /// Our id of the call that caused it, when known.
     pub related: Option<Id>,
+    /// The context the caller attached to that call, when known.
+    pub context: Option<CallContext>,
+}
+
+impl std::fmt::Debug for ServerRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerRequest")
+            .field("method", &self.method)
+            .field("params", &self.params)
+            .field("related", &self.related)
+            .field("context", &self.context.is_some())
+            .finish()
+    }
 }
 
 /// Answers server-initiated requests on the caller's behalf.
@@ -103,6 +120,7 @@ pub(crate) struct ModernMeta {
 }
 
 struct Pending {
+    context: Option<CallContext>,
     /// The caller's own progress token, restored on the way back.
     caller_token: Option<String>,
     our_token: Option<String>,
@@ -134,6 +152,8 @@ pub(crate) struct Inner {
     tables: Mutex<Tables>,
     closed: AtomicBool,
     close_cause: Mutex<Option<String>>,
+    /// Flips to true once, when the connection closes; supervisors wait on it.
+    closed_signal: tokio::sync::watch::Sender<bool>,
     handler: Arc<dyn ServerRequestHandler>,
     notifications_tx: mpsc::Sender<Message>,
     notifications_rx: Mutex<Option<mpsc::Receiver<Message>>>,
@@ -177,6 +197,7 @@ impl Connection {
             tables: Mutex::new(Tables::default()),
             closed: AtomicBool::new(false),
             close_cause: Mutex::new(None),
+            closed_signal: tokio::sync::watch::Sender::new(false),
             handler,
             notifications_tx: ntx,
             notifications_rx: Mutex::new(Some(nrx)),
@@ -202,6 +223,16 @@ impl Connection {
         self.inner.closed.load(Ordering::Acquire)
     }
 
+    /// Resolves when the connection has closed, with the cause.
+    pub async fn closed(&self) -> String {
+        let mut rx = self.inner.closed_signal.subscribe();
+        // An error means the sender is gone, which can only happen once the connection is dropped.
+        let _ = rx.wait_for(|closed| *closed).await;
+        lock(&self.inner.close_cause)
+            .clone()
+            .unwrap_or_else(|| "the connection was closed".to_owned())
+    }
+
     /// Requests in flight.
     pub fn in_flight(&self) -> usize {
         lock(&self.inner.tables).pending.len()
@@ -215,6 +246,13 @@ impl Connection {
     /// Describes the transport for logs and health.
     pub fn describe(&self) -> String {
         self.inner.transport.describe()
+    }
+
+    /// Tells the transport which tool arguments carry `x-mcp-header`, from raw tool definitions
+    /// (each a JSON object as `tools/list` returned it); call it with every listed tool. The
+    /// tools returned must be left out of what is offered downstream.
+    pub fn learn_tool_headers(&self, tools: &[&str]) -> Vec<crate::transport::RejectedTool> {
+        self.inner.transport.learn_tool_headers(tools)
     }
 
     /// Sends a notification.
@@ -250,6 +288,18 @@ impl Connection {
         params: Option<&str>,
         options: CallOptions,
     ) -> Result<Call, UpstreamError> {
+        self.request_in_context(method, params, options, None).await
+    }
+
+    /// Like [`Connection::request`], attaching a context that server requests caused by this
+    /// call carry back to the handler.
+    pub async fn request_in_context(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        options: CallOptions,
+        context: Option<CallContext>,
+    ) -> Result<Call, UpstreamError> {
         self.ensure_open()?;
         let id = Id::Num(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
         let mut message = Message::request(&id, method, params);
@@ -283,6 +333,7 @@ impl Connection {
             t.pending.insert(
                 id.clone(),
                 Pending {
+                    context,
                     caller_token,
                     our_token,
                     events: events_tx,
@@ -338,25 +389,21 @@ impl Connection {
     }
 }
 
-/// Adds the modern era's required `_meta` to a request or notification.
+/// Adds the modern era's required `_meta` to a request or notification. Values the caller put
+/// there already (a gateway passing on its client's capabilities) are kept.
 fn with_modern_meta(message: &Message, m: &ModernMeta) -> Result<Message, patch::PatchError> {
     let rev = manifold_wire::id::json_string(m.revision.as_str());
-    let message = message
-        .patch(
-            patch::Part::Params,
-            &["_meta", meta::PROTOCOL_VERSION],
-            &rev,
-        )?
-        .patch(
-            patch::Part::Params,
-            &["_meta", meta::CLIENT_CAPABILITIES],
-            &m.capabilities,
-        )?;
-    message.patch(
-        patch::Part::Params,
-        &["_meta", meta::CLIENT_INFO],
-        &m.client_info,
-    )
+    let mut message = message.clone();
+    for (key, value) in [
+        (meta::PROTOCOL_VERSION, rev.as_str()),
+        (meta::CLIENT_CAPABILITIES, m.capabilities.as_str()),
+        (meta::CLIENT_INFO, m.client_info.as_str()),
+    ] {
+        if message.params_raw(&["_meta", key]).is_none() {
+            message = message.patch(patch::Part::Params, &["_meta", key], value)?;
+        }
+    }
+    Ok(message)
 }
 
 impl Inner {
@@ -391,6 +438,7 @@ impl Inner {
             return;
         }
         *lock(&self.close_cause) = Some(cause.to_owned());
+        self.closed_signal.send_replace(true);
         let (pending, serving) = {
             let mut t = lock(&self.tables);
             t.progress.clear();
@@ -691,18 +739,26 @@ fn serve_request(inner: &Arc<Inner>, message: Message, related: Option<Id>) {
         });
         return;
     }
-    let related = related.or_else(|| {
+    let (related, context) = {
+        let t = lock(&inner.tables);
         // Over stdio nothing ties a server request to a call; with exactly one call in flight
         // the attribution is certain.
-        let t = lock(&inner.tables);
-        (t.pending.len() == 1)
-            .then(|| t.pending.keys().next().cloned())
-            .flatten()
-    });
+        let related = related.or_else(|| {
+            (t.pending.len() == 1)
+                .then(|| t.pending.keys().next().cloned())
+                .flatten()
+        });
+        let context = related
+            .as_ref()
+            .and_then(|id| t.pending.get(id))
+            .and_then(|p| p.context.clone());
+        (related, context)
+    };
     let request = ServerRequest {
         method,
         params: message.params().map(str::to_owned),
         related,
+        context,
     };
     let handler = Arc::clone(&inner.handler);
     let weak = Arc::downgrade(inner);

@@ -90,6 +90,7 @@ impl Connection {
                     method: req.method.clone(),
                     params: req.params.map(|p| p.get().to_owned()),
                     related: None,
+                    context: None,
                 })
                 .await
                 .map_err(|error| UpstreamError::Rpc {

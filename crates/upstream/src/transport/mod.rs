@@ -31,6 +31,14 @@ pub enum Inbound {
     Closed { cause: String },
 }
 
+/// A tool definition a transport refuses, and why (an invalid `x-mcp-header` annotation, which
+/// the modern revision says must keep the tool out of `tools/list`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedTool {
+    pub name: String,
+    pub reason: String,
+}
+
 /// Sender half given to a transport at construction.
 pub type InboundTx = mpsc::Sender<Inbound>;
 
@@ -48,6 +56,13 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Told once negotiation settles, so the transport can add revision headers.
     fn negotiated(&self, revision: Revision);
+
+    /// Learns which tool arguments are mirrored into `Mcp-Param-*` headers (`x-mcp-header` in
+    /// each tool's `inputSchema`; raw tool JSON objects). Returns the tools the transport refuses.
+    /// Only Streamable HTTP cares; other transports ignore the annotations, as they may.
+    fn learn_tool_headers(&self, _tools: &[&str]) -> Vec<RejectedTool> {
+        Vec::new()
+    }
 
     /// Ends the connection gracefully (closing stdin and reaping a child, DELETE of a session).
     fn close(&self) -> BoxFuture<'_, ()>;
