@@ -12,7 +12,6 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use args::{Cli, Command};
-use report::CliError;
 
 /// `--json '{...}'` on `call` gives arguments; a bare `--json` asks for raw output. Telling them
 /// apart needs a look at the next word, which clap cannot take.
@@ -75,9 +74,7 @@ fn main() -> ExitCode {
             } => client::call(target, args, json_args.as_deref()).await,
             Command::Read { target } => client::read(target).await,
             Command::Prompt { target, args } => client::prompt(target, args).await,
-            Command::ConformanceClient { url } => Err(CliError::usage(format!(
-                "the conformance client is not available in this build (asked for {url})"
-            ))),
+            Command::ConformanceClient { url } => client::conformance::run(url).await,
         }
     });
     // Children are reaped by their connections; the runtime goes down after them.

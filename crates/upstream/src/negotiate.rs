@@ -158,13 +158,30 @@ impl Connection {
         } else {
             DISCOVER_PROBE_TIMEOUT
         };
-        let outcome = self
+        let mut outcome = self
             .call(
                 meta::method::DISCOVER,
                 Some("{}"),
                 CallOptions::with_timeout(timeout),
             )
             .await;
+        // -32022 names the revisions the server does speak: when one of them is modern and ours,
+        // the specification wants the request retried with it, not a fall back to `initialize`.
+        if let Ok(m) = &outcome
+            && let Some(revision) = retry_revision(m)
+        {
+            tracing::debug!(server = %self.inner.server, revision = %revision.as_str(), "server/discover refused our revision; retrying with one it supports");
+            if let Some(meta) = lock(&self.inner.modern).as_mut() {
+                meta.revision = revision;
+            }
+            outcome = self
+                .call(
+                    meta::method::DISCOVER,
+                    Some("{}"),
+                    CallOptions::with_timeout(timeout),
+                )
+                .await;
+        }
         let legacy = |why: String| {
             *lock(&self.inner.modern) = None;
             Ok(ProbeOutcome::Legacy(why))
@@ -268,6 +285,23 @@ impl Connection {
     }
 }
 
+/// The modern revision to retry with after an UnsupportedProtocolVersion (-32022) error whose
+/// `data.supported` lists one this client speaks.
+fn retry_revision(response: &Message) -> Option<Revision> {
+    let error = response.error_object()?;
+    if error.code != manifold_wire::ErrorCode::UnsupportedProtocolVersion.code() {
+        return None;
+    }
+    let data: serde_json::Value = serde_json::from_str(error.data.as_ref()?.get()).ok()?;
+    let supported: Vec<String> = data
+        .get("supported")?
+        .as_array()?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    modern_client_choice(&supported)
+}
+
 /// Whether a message is a modern-era result asking for more input (MRTR).
 pub fn is_input_required(message: &Message) -> bool {
     message
@@ -278,4 +312,39 @@ pub fn is_input_required(message: &Message) -> bool {
                 .flatten()
         })
         .is_some_and(|t| t == "input_required")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn error(code: i64, data: &str) -> Message {
+        Message::decode_str(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":{code},"message":"m","data":{data}}}}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_unsupported_version_error_naming_a_modern_revision_is_retried_with_it() {
+        let m = error(
+            -32022,
+            r#"{"supported":["2026-07-28"],"requested":"2099-01-01"}"#,
+        );
+        assert_eq!(retry_revision(&m), Some(Revision::V2026_07_28));
+    }
+
+    #[test]
+    fn other_errors_and_legacy_only_lists_are_not_retried() {
+        assert_eq!(
+            retry_revision(&error(-32022, r#"{"supported":["2025-11-25"]}"#)),
+            None
+        );
+        assert_eq!(
+            retry_revision(&error(-32601, r#"{"supported":["2026-07-28"]}"#)),
+            None
+        );
+        assert_eq!(retry_revision(&error(-32022, "null")), None);
+    }
 }

@@ -84,7 +84,28 @@ impl Connection {
                     "the server lists more than {MAX_LIST_ITEMS} items; refusing the rest"
                 )));
             }
-            items.extend(page.items.into_iter().map(|r| r.to_owned()));
+            if kind == ListKind::Tools {
+                // The transport learns which arguments travel as Mcp-Param-* headers; a tool whose
+                // annotation is invalid must not be offered at all (2026-07-28).
+                let raws: Vec<&str> = page.items.iter().map(|r| r.get()).collect();
+                let rejected = self.learn_tool_headers(&raws);
+                for r in &rejected {
+                    tracing::warn!(server = %self.server(), tool = %r.name, reason = %r.reason, "left out a tool with an invalid x-mcp-header annotation");
+                }
+                items.extend(
+                    page.items
+                        .into_iter()
+                        .filter(|t| {
+                            let name = manifold_wire::patch::get_str(t.get(), &["name"])
+                                .ok()
+                                .flatten();
+                            !rejected.iter().any(|r| Some(&r.name) == name.as_ref())
+                        })
+                        .map(|r| r.to_owned()),
+                );
+            } else {
+                items.extend(page.items.into_iter().map(|r| r.to_owned()));
+            }
             match page.next_cursor {
                 None => return Ok(items),
                 Some(next) => {

@@ -5,6 +5,7 @@
 //! closes the connection so no child process outlives the command.
 
 pub mod arguments;
+pub mod conformance;
 pub mod render;
 pub mod suggest;
 pub mod target;
