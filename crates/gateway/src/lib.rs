@@ -4,4 +4,14 @@
 //! the catalogs of every upstream under stable names, routes each call to its upstream through
 //! manifold-upstream, and answers with patched raw messages.
 
+pub mod builtin;
 pub mod catalog;
+pub mod context;
+pub mod gateway;
+pub mod router;
+pub mod server_requests;
+pub mod upstream;
+
+pub use context::{ClientView, DownstreamPeer, RequestContext, SilentPeer};
+pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
+pub use upstream::UpstreamDefinition;

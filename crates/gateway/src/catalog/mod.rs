@@ -1,4 +1,6 @@
 //! The merged catalog: every upstream's tools, resources, templates and prompts under exposed names.
 
+pub mod build;
 pub mod naming;
+pub mod suggest;
 pub mod uri;

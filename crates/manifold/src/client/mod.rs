@@ -7,7 +7,6 @@
 pub mod arguments;
 pub mod conformance;
 pub mod render;
-pub mod suggest;
 pub mod target;
 pub mod terminal;
 
@@ -355,7 +354,7 @@ pub async fn call(
                     let names = tools
                         .iter()
                         .filter_map(|t| t.get("name").and_then(Value::as_str));
-                    let hint = match suggest::closest(&tool, names) {
+                    let hint = match manifold_gateway::catalog::suggest::closest(&tool, names) {
                         Some(n) => {
                             format!("did you mean {n:?}? `manifold list tools` shows them all")
                         }

@@ -1,0 +1,192 @@
+//! Tools Manifold owns: health, search, and calling a tool found by search.
+//!
+//! They are listed first and their names are reserved, so no upstream can shadow them. In
+//! `discovery = "search"` mode they are the only tools a client sees: it starts small and finds
+//! the rest by keyword.
+
+use serde_json::{Value, json};
+
+use crate::context::RequestContext;
+use crate::gateway::Gateway;
+use crate::upstream::Status;
+
+pub const HEALTH: &str = "manifold_health";
+pub const SEARCH: &str = "manifold_search_tools";
+pub const CALL: &str = "manifold_call_tool";
+/// Every reserved name.
+pub const NAMES: &[&str] = &[HEALTH, SEARCH, CALL];
+
+/// Results a search returns by default, and at most.
+pub const SEARCH_DEFAULT_LIMIT: usize = 10;
+pub const SEARCH_MAX_LIMIT: usize = 50;
+
+/// The built-in tools' definitions, raw JSON, in listing order.
+pub fn definitions() -> [&'static str; 3] {
+    [
+        r#"{"name":"manifold_health","title":"Manifold health","description":"Shows whether every server behind this Manifold gateway is up: per server its state, protocol era and revision, tool count, last error, restarts and uptime; and what Manifold knows about you, the client.","inputSchema":{"type":"object","properties":{}},"annotations":{"readOnlyHint":true,"idempotentHint":true,"openWorldHint":false}}"#,
+        r#"{"name":"manifold_search_tools","title":"Search tools","description":"Finds tools of the servers behind this gateway by keywords in their names and descriptions, best match first, with their input schemas. Call one with manifold_call_tool.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"Keywords, e.g. 'read file' or 'git commit'"},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"How many tools to return (default 10)"}},"required":["query"]},"annotations":{"readOnlyHint":true,"idempotentHint":true,"openWorldHint":false}}"#,
+        r#"{"name":"manifold_call_tool","title":"Call a tool","description":"Calls a tool found with manifold_search_tools, by its exact name, with its arguments.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name as manifold_search_tools returned it"},"arguments":{"type":"object","description":"The tool's arguments, matching its input schema"}},"required":["name"]}}"#,
+    ]
+}
+
+fn text_result(text: &str, structured: Option<Value>, is_error: bool) -> String {
+    let mut v = json!({ "content": [{ "type": "text", "text": text }], "isError": is_error });
+    if let (Some(s), Some(obj)) = (structured, v.as_object_mut()) {
+        obj.insert("structuredContent".to_owned(), s);
+    }
+    v.to_string()
+}
+
+/// `manifold_health`.
+pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
+    let mut healthy = true;
+    let mut lines = Vec::new();
+    let upstreams: Vec<Value> = gateway
+        .upstreams()
+        .iter()
+        .map(|u| {
+            let status = u.status();
+            let info = u.peer_info();
+            let (state, cause) = match &status {
+                Status::Up => ("up", None),
+                Status::Starting => ("starting", None),
+                Status::Down { cause } => ("down", Some(cause.clone())),
+            };
+            if status != Status::Up {
+                healthy = false;
+            }
+            lines.push(format!(
+                "{}: {state}{}",
+                u.def.name,
+                cause
+                    .as_ref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default()
+            ));
+            json!({
+                "name": u.def.name,
+                "state": state,
+                "reachable": status == Status::Up,
+                "era": info.as_ref().map(|i| format!("{:?}", i.era).to_lowercase()),
+                "revision": info.as_ref().map(|i| i.revision.as_str()),
+                "server": info.as_ref().and_then(|i| i.server_name.clone()),
+                "tools": u.lists().tools.len(),
+                "lastError": u.last_error(),
+                "restarts": u.restarts(),
+                "uptimeSeconds": u.uptime().map(|d| d.as_secs()),
+            })
+        })
+        .collect();
+    let client_revision = ctx.client.revision.as_str();
+    let skew = (ctx.client.revision != manifold_wire::Revision::LATEST
+        && ctx.client.revision != manifold_wire::Revision::LATEST_LEGACY)
+        .then(|| {
+            format!(
+                "the client speaks {client_revision}; Manifold's newest revisions are {} and {}",
+                manifold_wire::Revision::LATEST_LEGACY,
+                manifold_wire::Revision::LATEST
+            )
+        });
+    let client_info: Value = ctx
+        .client
+        .info
+        .as_deref()
+        .and_then(|i| serde_json::from_str(i).ok())
+        .unwrap_or(Value::Null);
+    let status = if healthy { "healthy" } else { "degraded" };
+    let structured = json!({
+        "status": status,
+        "upstreams": upstreams,
+        "catalogError": gateway.catalog_error(),
+        "client": { "revision": client_revision, "info": client_info, "revisionSkew": skew },
+    });
+    let text = format!("Manifold is {status}.\n{}", lines.join("\n"));
+    text_result(&text, Some(structured), false)
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// `manifold_search_tools`: ranks exposed tools by keyword matches.
+pub fn search(gateway: &Gateway, arguments: &Value) -> String {
+    let Some(query) = arguments.get("query").and_then(Value::as_str) else {
+        return text_result(
+            "manifold_search_tools needs a \"query\" string, e.g. {\"query\":\"read file\"}",
+            None,
+            true,
+        );
+    };
+    let limit = arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(SEARCH_DEFAULT_LIMIT, |l| {
+            usize::try_from(l).unwrap_or(SEARCH_MAX_LIMIT)
+        })
+        .clamp(1, SEARCH_MAX_LIMIT);
+    let terms = words(query);
+    let catalog = gateway.catalog();
+    let mut scored: Vec<(u32, &crate::catalog::build::Entry, Value)> = catalog
+        .tools
+        .iter()
+        .filter_map(|e| {
+            let v: Value = serde_json::from_str(&e.raw).ok()?;
+            let name = e.exposed.to_lowercase();
+            let name_words = words(&e.exposed);
+            let desc = v.get("description").and_then(Value::as_str).unwrap_or("");
+            let desc_words = words(desc);
+            let mut score = 0u32;
+            for t in &terms {
+                if name_words.contains(t) {
+                    score += 5;
+                } else if name.contains(t.as_str()) {
+                    score += 3;
+                }
+                if desc_words.contains(t) {
+                    score += 2;
+                } else if desc.to_lowercase().contains(t.as_str()) {
+                    score += 1;
+                }
+            }
+            (score > 0).then_some((score, e, v))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.exposed.cmp(&b.1.exposed)));
+    let found: Vec<Value> = scored
+        .iter()
+        .take(limit)
+        .map(|(score, e, v)| {
+            json!({
+                "name": e.exposed,
+                "server": e.server.as_ref(),
+                "description": v.get("description"),
+                "inputSchema": v.get("inputSchema"),
+                "score": score,
+            })
+        })
+        .collect();
+    let text = if found.is_empty() {
+        format!(
+            "No tool matches {query:?}. manifold_health lists the servers and their tool counts."
+        )
+    } else {
+        let names: Vec<String> = found
+            .iter()
+            .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        format!(
+            "{} tool(s) match {query:?}: {}. Call one with manifold_call_tool.",
+            names.len(),
+            names.join(", ")
+        )
+    };
+    text_result(&text, Some(json!({ "tools": found })), false)
+}
+
+/// An `isError` tool result with a message (for failures of a tool that did run or could not).
+pub fn error_result(text: &str) -> String {
+    text_result(text, None, true)
+}

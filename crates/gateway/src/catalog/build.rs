@@ -1,0 +1,192 @@
+//! One immutable snapshot of everything the gateway offers, rebuilt whenever an upstream changes.
+//!
+//! Entries keep the upstream's raw JSON with only the name (or URI) patched, in a deterministic
+//! order: built-in tools first, then upstreams in configuration order, each in its own order.
+//! Readers take an `Arc` of the snapshot, so a rebuild never blocks a request in flight.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use manifold_wire::id::json_string;
+use manifold_wire::patch;
+
+use super::naming::{NameCollision, NameTable, NamingRules};
+use super::uri;
+use crate::upstream::Upstream;
+
+/// One offered item.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub server: Arc<str>,
+    /// The upstream's own name or URI.
+    pub original: String,
+    /// What clients see.
+    pub exposed: String,
+    /// The item's raw JSON with its name or URI patched to `exposed`.
+    pub raw: String,
+}
+
+/// The merged catalog.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub tools: Vec<Entry>,
+    pub prompts: Vec<Entry>,
+    pub resources: Vec<Entry>,
+    pub templates: Vec<Entry>,
+    tool_names: NameTable,
+    prompt_names: NameTable,
+    /// URI scheme prefix -> server name.
+    uri_servers: HashMap<String, Arc<str>>,
+    /// Exposed resource URI -> entry index, for exact lookups.
+    resource_index: HashMap<String, usize>,
+}
+
+fn name_of(raw: &str, key: &str) -> Option<String> {
+    patch::get_str(raw, &[key]).ok().flatten()
+}
+
+fn patched(raw: &str, key: &str, value: &str) -> Option<String> {
+    patch::set(raw, &[key], &json_string(value)).ok()
+}
+
+impl Catalog {
+    /// Builds the catalog from the upstreams' current lists.
+    pub fn build(
+        rules: &NamingRules,
+        upstreams: &[Arc<Upstream>],
+        reserved: &[&str],
+    ) -> Result<Catalog, NameCollision> {
+        let lists: Vec<_> = upstreams.iter().map(|u| (u, u.lists())).collect();
+        let mut tool_entries = Vec::new();
+        let mut prompt_entries = Vec::new();
+        for (u, l) in &lists {
+            let server = u.def.name.as_str();
+            let prefix = u.def.prefix.as_str();
+            for t in &l.tools {
+                if let Some(n) = name_of(t.get(), "name") {
+                    tool_entries.push((server, prefix, n));
+                }
+            }
+            for p in &l.prompts {
+                if let Some(n) = name_of(p.get(), "name") {
+                    prompt_entries.push((server, prefix, n));
+                }
+            }
+        }
+        let tool_names = NameTable::build(
+            rules,
+            tool_entries.iter().map(|(s, p, n)| (*s, *p, n.as_str())),
+            reserved,
+        )?;
+        let prompt_names = NameTable::build(
+            rules,
+            prompt_entries.iter().map(|(s, p, n)| (*s, *p, n.as_str())),
+            &[],
+        )?;
+        let mut catalog = Catalog {
+            tool_names,
+            prompt_names,
+            ..Catalog::default()
+        };
+        let namespaced = rules.mode != super::naming::NamingMode::Never;
+        for (u, l) in &lists {
+            let server: Arc<str> = Arc::from(u.def.name.as_str());
+            let scheme = uri::scheme_prefix(&u.def.prefix);
+            catalog
+                .uri_servers
+                .insert(scheme.clone(), Arc::clone(&server));
+            let named = |raw: &str, table: &NameTable| -> Option<Entry> {
+                let original = name_of(raw, "name")?;
+                let exposed = table.exposed(&server, &original)?.to_owned();
+                Some(Entry {
+                    server: Arc::clone(&server),
+                    raw: patched(raw, "name", &exposed)?,
+                    original,
+                    exposed,
+                })
+            };
+            catalog.tools.extend(
+                l.tools
+                    .iter()
+                    .filter_map(|t| named(t.get(), &catalog.tool_names)),
+            );
+            catalog.prompts.extend(
+                l.prompts
+                    .iter()
+                    .filter_map(|p| named(p.get(), &catalog.prompt_names)),
+            );
+            let located = |raw: &str, key: &str| -> Option<Entry> {
+                let original = name_of(raw, key)?;
+                let exposed = if namespaced {
+                    uri::expose(&scheme, &original)
+                } else {
+                    original.clone()
+                };
+                Some(Entry {
+                    server: Arc::clone(&server),
+                    raw: patched(raw, key, &exposed)?,
+                    original,
+                    exposed,
+                })
+            };
+            for r in &l.resources {
+                if let Some(e) = located(r.get(), "uri") {
+                    catalog
+                        .resource_index
+                        .insert(e.exposed.clone(), catalog.resources.len());
+                    catalog.resources.push(e);
+                }
+            }
+            catalog.templates.extend(
+                l.templates
+                    .iter()
+                    .filter_map(|t| located(t.get(), "uriTemplate")),
+            );
+        }
+        Ok(catalog)
+    }
+
+    /// The tool an exposed name leads to.
+    pub fn tool(&self, exposed: &str) -> Option<(&str, &str)> {
+        self.tool_names
+            .resolve(exposed)
+            .map(|o| (o.server.as_str(), o.original.as_str()))
+    }
+
+    /// The prompt an exposed name leads to.
+    pub fn prompt(&self, exposed: &str) -> Option<(&str, &str)> {
+        self.prompt_names
+            .resolve(exposed)
+            .map(|o| (o.server.as_str(), o.original.as_str()))
+    }
+
+    /// Every exposed tool name (for suggestions).
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tool_names.exposed_names()
+    }
+
+    /// The server and original URI of an exposed resource URI (listed, or under a server's prefix).
+    pub fn resource(&self, exposed: &str) -> Option<(Arc<str>, String)> {
+        if let Some(e) = self
+            .resource_index
+            .get(exposed)
+            .and_then(|i| self.resources.get(*i))
+        {
+            return Some((Arc::clone(&e.server), e.original.clone()));
+        }
+        let (scheme, original) = uri::split(exposed)?;
+        let server = self.uri_servers.get(scheme)?;
+        Some((Arc::clone(server), original.to_owned()))
+    }
+
+    /// The exposed form of an upstream's URI (for URIs inside results and notifications).
+    pub fn expose_uri(&self, server: &str, original: &str, namespaced: bool) -> String {
+        if !namespaced {
+            return original.to_owned();
+        }
+        match self.uri_servers.iter().find(|(_, s)| s.as_ref() == server) {
+            Some((scheme, _)) => uri::expose(scheme, original),
+            None => original.to_owned(),
+        }
+    }
+}

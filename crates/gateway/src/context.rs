@@ -1,0 +1,69 @@
+//! Who is asking: the downstream client of one request, as the core sees it.
+//!
+//! The core never names a transport. A downstream transport describes its client (era, revision,
+//! declared capabilities) and gives a [`DownstreamPeer`] through which the core reaches back to
+//! that client: notifications tied to the request, and server-initiated requests (legacy sessions).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use manifold_wire::{ErrorObject, Message, Revision};
+
+/// The downstream client of a request.
+#[derive(Debug, Clone)]
+pub struct ClientView {
+    pub revision: Revision,
+    /// Raw JSON object of the capabilities the client declared.
+    pub capabilities: String,
+    /// Raw JSON of the client's name and version, when it gave them.
+    pub info: Option<String>,
+}
+
+impl ClientView {
+    /// Whether the client declared a top-level capability (`elicitation`, `sampling`, `roots`).
+    pub fn declares(&self, capability: &str) -> bool {
+        manifold_wire::patch::get(&self.capabilities, &[capability])
+            .ok()
+            .flatten()
+            .is_some_and(|v| v.trim() != "null")
+    }
+}
+
+/// The way back to a downstream client.
+pub trait DownstreamPeer: Send + Sync + 'static {
+    /// Delivers a notification tied to the request being handled (progress, a log line), in order.
+    fn notify(&self, message: Message);
+
+    /// Sends a server-initiated request to the client and waits for its answer (raw result).
+    /// Returns `None` when this client cannot receive requests (the modern era).
+    fn request(
+        &self,
+        method: &str,
+        params: Option<String>,
+    ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>>;
+}
+
+/// Everything the core needs to know about one downstream request.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub client: ClientView,
+    pub peer: Arc<dyn DownstreamPeer>,
+    /// The legacy session the request belongs to, for logs and per-session upstreams.
+    pub session: Option<String>,
+}
+
+/// A peer that drops notifications and cannot be asked anything (tests, internal calls).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SilentPeer;
+
+impl DownstreamPeer for SilentPeer {
+    fn notify(&self, _message: Message) {}
+
+    fn request(
+        &self,
+        _method: &str,
+        _params: Option<String>,
+    ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>> {
+        None
+    }
+}

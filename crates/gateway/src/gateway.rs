@@ -1,0 +1,342 @@
+//! The gateway: upstreams under supervision, the catalog kept current, and events for sessions.
+//!
+//! One task rebuilds the catalog whenever a supervisor reports a change and tells downstream
+//! sessions which lists changed. The catalog is swapped whole, so requests read a consistent
+//! snapshot and a hidden tool is never served from a half-built list.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use manifold_wire::{Message, Revision};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::builtin;
+use crate::catalog::build::Catalog;
+use crate::catalog::naming::NamingRules;
+use crate::server_requests::ToOriginatingClient;
+use crate::upstream::{Status, Upstream, UpstreamDefinition, UpstreamEvent, supervise};
+
+/// Events downstream sessions may need to pass on.
+pub const EVENT_QUEUE: usize = 1024;
+
+/// Whether clients see every tool or only the search tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Discovery {
+    #[default]
+    Full,
+    /// Only the built-in tools: for clients with tool-count caps or a small context.
+    Search,
+}
+
+/// Gateway-wide settings.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    pub naming: NamingRules,
+    pub discovery: Discovery,
+    /// What `initialize` / `server/discover` say about Manifold.
+    pub instructions: Option<String>,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        GatewaySettings {
+            naming: NamingRules::default(),
+            discovery: Discovery::Full,
+            instructions: None,
+        }
+    }
+}
+
+/// What changed, for sessions to tell their clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayEvent {
+    ToolsChanged,
+    PromptsChanged,
+    ResourcesChanged,
+    /// An upstream resource changed; `uri` is the exposed URI.
+    ResourceUpdated {
+        uri: String,
+    },
+    /// A log line from an upstream not tied to any call (raw params of `notifications/message`).
+    Log {
+        server: String,
+        params: String,
+    },
+}
+
+pub(crate) struct Inner {
+    pub(crate) settings: GatewaySettings,
+    pub(crate) upstreams: Vec<Arc<Upstream>>,
+    catalog: RwLock<Arc<Catalog>>,
+    catalog_error: RwLock<Option<String>>,
+    events: broadcast::Sender<GatewayEvent>,
+    shutdown: watch::Sender<bool>,
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// The running gateway; cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Gateway {
+    /// Starts every upstream's supervisor and the catalog task. Must run inside a tokio runtime.
+    pub fn start(settings: GatewaySettings, definitions: Vec<UpstreamDefinition>) -> Gateway {
+        let (events, _) = broadcast::channel(EVENT_QUEUE);
+        let (shutdown, _) = watch::channel(false);
+        let upstreams: Vec<Arc<Upstream>> = definitions
+            .into_iter()
+            .map(|d| Arc::new(Upstream::new(d)))
+            .collect();
+        let gateway = Gateway {
+            inner: Arc::new(Inner {
+                settings,
+                upstreams,
+                catalog: RwLock::new(Arc::new(Catalog::default())),
+                catalog_error: RwLock::new(None),
+                events,
+                shutdown,
+                tasks: std::sync::Mutex::new(Vec::new()),
+            }),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        for u in &gateway.inner.upstreams {
+            tasks.push(tokio::spawn(supervise(
+                Arc::clone(u),
+                Arc::new(ToOriginatingClient),
+                tx.clone(),
+                gateway.inner.shutdown.subscribe(),
+            )));
+        }
+        tasks.push(tokio::spawn(keep_catalog(
+            Arc::downgrade(&gateway.inner),
+            rx,
+        )));
+        if let Ok(mut t) = gateway.inner.tasks.lock() {
+            t.extend(tasks);
+        }
+        gateway.rebuild();
+        gateway
+    }
+
+    /// Waits until every upstream has finished its first start (up or down), or `limit` passes.
+    pub async fn wait_started(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if self
+                .inner
+                .upstreams
+                .iter()
+                .all(|u| u.status() != Status::Starting)
+            {
+                self.rebuild();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The current catalog snapshot.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.inner
+            .catalog
+            .read()
+            .map(|c| Arc::clone(&c))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    /// Why the last catalog rebuild was refused (a name collision), if it was.
+    pub fn catalog_error(&self) -> Option<String> {
+        self.inner
+            .catalog_error
+            .read()
+            .map(|e| e.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The upstreams, in configuration order.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.inner.upstreams
+    }
+
+    /// Subscribes to list changes, resource updates and upstream logs.
+    pub fn events(&self) -> broadcast::Receiver<GatewayEvent> {
+        self.inner.events.subscribe()
+    }
+
+    pub fn settings(&self) -> &GatewaySettings {
+        &self.inner.settings
+    }
+
+    /// Rebuilds the catalog now and tells sessions what changed.
+    pub fn rebuild(&self) {
+        rebuild(&self.inner);
+    }
+
+    /// The capabilities Manifold declares to clients (raw JSON).
+    pub fn capabilities(&self) -> &'static str {
+        r#"{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"prompts":{"listChanged":true},"logging":{},"completions":{}}"#
+    }
+
+    fn server_info(&self) -> String {
+        format!(
+            r#"{{"name":"manifold","title":"Manifold MCP gateway","version":"{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        )
+    }
+
+    fn instructions_json(&self) -> String {
+        let text = self.inner.settings.instructions.clone().unwrap_or_else(|| {
+            "Manifold is a gateway: tools of several servers appear as SERVER__TOOL. \
+             Call manifold_health to see which servers are up, and manifold_search_tools to find a tool."
+                .to_owned()
+        });
+        manifold_wire::id::json_string(&text)
+    }
+
+    /// The result of a legacy `initialize` at the negotiated revision.
+    pub fn initialize_result(&self, revision: Revision) -> String {
+        format!(
+            r#"{{"protocolVersion":"{revision}","capabilities":{},"serverInfo":{},"instructions":{}}}"#,
+            self.capabilities(),
+            self.server_info(),
+            self.instructions_json()
+        )
+    }
+
+    /// The result of a modern `server/discover`.
+    pub fn discover_result(&self) -> String {
+        format!(
+            r#"{{"resultType":"complete","supportedVersions":["{}"],"capabilities":{},"serverInfo":{},"instructions":{},"_meta":{{"{}":{}}}}}"#,
+            Revision::LATEST,
+            self.capabilities(),
+            self.server_info(),
+            self.instructions_json(),
+            manifold_wire::meta::SERVER_INFO,
+            self.server_info()
+        )
+    }
+
+    /// Stops every supervisor and closes every upstream connection.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+        let tasks = self
+            .inner
+            .tasks
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// The reserved built-in tool names.
+    pub fn reserved_names() -> &'static [&'static str] {
+        builtin::NAMES
+    }
+}
+
+fn rebuild(inner: &Inner) {
+    match Catalog::build(&inner.settings.naming, &inner.upstreams, builtin::NAMES) {
+        Ok(next) => {
+            let prev = match inner.catalog.write() {
+                Ok(mut c) => std::mem::replace(&mut *c, Arc::new(next)),
+                Err(p) => std::mem::replace(&mut *p.into_inner(), Arc::new(next)),
+            };
+            if let Ok(mut e) = inner.catalog_error.write() {
+                *e = None;
+            }
+            let now = inner
+                .catalog
+                .read()
+                .map(|c| Arc::clone(&c))
+                .unwrap_or_else(|p| Arc::clone(&p.into_inner()));
+            let same = |a: &[crate::catalog::build::Entry], b: &[crate::catalog::build::Entry]| {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.raw == y.raw)
+            };
+            if !same(&prev.tools, &now.tools) {
+                let _ = inner.events.send(GatewayEvent::ToolsChanged);
+            }
+            if !same(&prev.prompts, &now.prompts) {
+                let _ = inner.events.send(GatewayEvent::PromptsChanged);
+            }
+            if !same(&prev.resources, &now.resources) || !same(&prev.templates, &now.templates) {
+                let _ = inner.events.send(GatewayEvent::ResourcesChanged);
+            }
+        }
+        Err(collision) => {
+            tracing::error!(error = %collision, "the catalog was not rebuilt; the previous one stays in force");
+            if let Ok(mut e) = inner.catalog_error.write() {
+                *e = Some(collision.to_string());
+            }
+        }
+    }
+}
+
+async fn keep_catalog(
+    inner: std::sync::Weak<Inner>,
+    mut rx: mpsc::UnboundedReceiver<UpstreamEvent>,
+) {
+    while let Some(event) = rx.recv().await {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        match event {
+            UpstreamEvent::CatalogChanged => rebuild(&inner),
+            UpstreamEvent::Notification { server, message } => {
+                let method = message.method().unwrap_or_default();
+                let params = message.params().unwrap_or("{}").to_owned();
+                let event = match method {
+                    "notifications/resources/updated" => {
+                        let uri = manifold_wire::patch::get_str(&params, &["uri"])
+                            .ok()
+                            .flatten();
+                        let namespaced =
+                            inner.settings.naming.mode != crate::catalog::naming::NamingMode::Never;
+                        let catalog = inner
+                            .catalog
+                            .read()
+                            .map(|c| Arc::clone(&c))
+                            .unwrap_or_else(|p| Arc::clone(&p.into_inner()));
+                        uri.map(|u| GatewayEvent::ResourceUpdated {
+                            uri: catalog.expose_uri(&server, &u, namespaced),
+                        })
+                    }
+                    "notifications/message" => Some(GatewayEvent::Log { server, params }),
+                    _ => None,
+                };
+                if let Some(e) = event {
+                    let _ = inner.events.send(e);
+                }
+            }
+        }
+    }
+}
+
+/// A notification message for a gateway event, as a client receives it.
+pub fn event_notification(event: &GatewayEvent) -> Message {
+    match event {
+        GatewayEvent::ToolsChanged => {
+            Message::notification("notifications/tools/list_changed", None)
+        }
+        GatewayEvent::PromptsChanged => {
+            Message::notification("notifications/prompts/list_changed", None)
+        }
+        GatewayEvent::ResourcesChanged => {
+            Message::notification("notifications/resources/list_changed", None)
+        }
+        GatewayEvent::ResourceUpdated { uri } => Message::notification(
+            "notifications/resources/updated",
+            Some(&format!(
+                "{{\"uri\":{}}}",
+                manifold_wire::id::json_string(uri)
+            )),
+        ),
+        GatewayEvent::Log { params, .. } => {
+            Message::notification("notifications/message", Some(params))
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! One downstream request in, one response out: dispatch by method, resolve exposed names to
+//! their upstream, forward the raw message with only names, URIs and ids patched, and patch the
+//! answer back.
+//!
+//! A tool that ran and failed, or whose server is down, is an `isError` result naming the server
+//! and the cause; a request the gateway cannot make sense of (unknown tool, bad cursor) is a
+//! JSON-RPC error.
+
+use std::sync::Arc;
+
+use manifold_upstream::{CallEvent, UpstreamError};
+use manifold_wire::elements::rewrite_elements;
+use manifold_wire::id::json_string;
+use manifold_wire::patch::{self, Part};
+use manifold_wire::{Era, ErrorCode, ErrorObject, Id, Kind, Message};
+use serde_json::Value;
+
+use crate::builtin;
+use crate::catalog::build::Catalog;
+use crate::catalog::naming::NamingMode;
+use crate::context::RequestContext;
+use crate::gateway::{Discovery, Gateway};
+use crate::server_requests::CallOrigin;
+use crate::upstream::Upstream;
+
+/// Items per page of a merged list.
+pub const LIST_PAGE_SIZE: usize = 1000;
+/// How long clients may cache a list (modern era `ttlMs`).
+pub const LIST_TTL_MS: u64 = 60_000;
+/// Prefix of Manifold's opaque list cursors.
+const CURSOR_PREFIX: &str = "mf1-";
+
+fn error(id: Option<&Id>, code: ErrorCode, message: impl Into<String>) -> Message {
+    Message::error(id.cloned(), &ErrorObject::new(code, message))
+}
+
+impl Gateway {
+    /// Handles one request from a downstream client and returns its response (with the
+    /// request's own id). Notifications tied to the request go out through `ctx.peer` first.
+    /// Dropping the returned future cancels the upstream call.
+    pub async fn handle(&self, ctx: &RequestContext, request: &Message) -> Message {
+        let id = request.id();
+        let Some(method) = request.method() else {
+            return error(id, ErrorCode::InvalidRequest, "expected a request");
+        };
+        let params = request.params().unwrap_or("{}");
+        let outcome = match method {
+            "ping" => Ok("{}".to_owned()),
+            "tools/list" => self.list(ctx, params, ListOf::Tools),
+            "prompts/list" => self.list(ctx, params, ListOf::Prompts),
+            "resources/list" => self.list(ctx, params, ListOf::Resources),
+            "resources/templates/list" => self.list(ctx, params, ListOf::Templates),
+            "tools/call" => return self.call_tool(ctx, request).await,
+            "prompts/get" => return self.by_prompt(ctx, request).await,
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                return self.by_uri(ctx, request, &["uri"]).await;
+            }
+            "completion/complete" => return self.complete(ctx, request).await,
+            "logging/setLevel" => Ok(self.set_level(params).await),
+            other => {
+                return error(
+                    id,
+                    ErrorCode::MethodNotFound,
+                    format!("Manifold does not handle the method {other:?}"),
+                );
+            }
+        };
+        match (outcome, id) {
+            (Ok(result), Some(id)) => Message::result(id, &finish(ctx, result)),
+            (Ok(_), None) => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
+            (Err(e), _) => Message::error(id.cloned(), &e),
+        }
+    }
+
+    fn list(&self, ctx: &RequestContext, params: &str, of: ListOf) -> Result<String, ErrorObject> {
+        let catalog = self.catalog();
+        let builtins = builtin::definitions();
+        let search_only = self.settings().discovery == Discovery::Search;
+        let items: Vec<&str> = match of {
+            ListOf::Tools => builtins
+                .iter()
+                .copied()
+                .chain(
+                    catalog
+                        .tools
+                        .iter()
+                        .filter(|_| !search_only)
+                        .map(|e| e.raw.as_str()),
+                )
+                .collect(),
+            ListOf::Prompts => catalog.prompts.iter().map(|e| e.raw.as_str()).collect(),
+            ListOf::Resources => catalog.resources.iter().map(|e| e.raw.as_str()).collect(),
+            ListOf::Templates => catalog.templates.iter().map(|e| e.raw.as_str()).collect(),
+        };
+        let start = match patch::get_str(params, &["cursor"]).ok().flatten() {
+            None => 0,
+            Some(c) => c
+                .strip_prefix(CURSOR_PREFIX)
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n <= items.len())
+                .ok_or_else(|| {
+                    ErrorObject::new(
+                        ErrorCode::InvalidParams,
+                        format!("the cursor {c:?} is not one Manifold issued for this list; start again without a cursor"),
+                    )
+                })?,
+        };
+        let end = (start + LIST_PAGE_SIZE).min(items.len());
+        let page = items.get(start..end).unwrap_or_default().join(",");
+        let mut out = format!("{{\"{}\":[{page}]", of.member());
+        if end < items.len() {
+            out.push_str(&format!(",\"nextCursor\":\"{CURSOR_PREFIX}{end}\""));
+        }
+        if ctx.client.revision.era() == Era::Modern {
+            // Lists depend on the caller's identity and on upstream state: never shared caches.
+            out.push_str(&format!(
+                ",\"ttlMs\":{LIST_TTL_MS},\"cacheScope\":\"private\""
+            ));
+        }
+        out.push('}');
+        Ok(out)
+    }
+
+    async fn call_tool(&self, ctx: &RequestContext, request: &Message) -> Message {
+        let id = request.id();
+        let Some(name) = request.params_str(&["name"]) else {
+            return error(id, ErrorCode::InvalidParams, "tools/call needs params.name");
+        };
+        let respond = |raw: String| match id {
+            Some(id) => Message::result(id, &finish(ctx, raw)),
+            None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
+        };
+        match name.as_str() {
+            builtin::HEALTH => return respond(builtin::health(self, ctx)),
+            builtin::SEARCH => return respond(builtin::search(self, &arguments_of(request))),
+            builtin::CALL => {
+                let args = arguments_of(request);
+                let Some(target) = args.get("name").and_then(Value::as_str) else {
+                    return respond(builtin::error_result(
+                        "manifold_call_tool needs \"name\": the tool's name as manifold_search_tools returned it",
+                    ));
+                };
+                if builtin::NAMES.contains(&target) {
+                    return respond(builtin::error_result(
+                        "manifold_call_tool calls server tools; call built-in tools directly",
+                    ));
+                }
+                let inner_args = args
+                    .get("arguments")
+                    .cloned()
+                    .unwrap_or(Value::Object(Default::default()));
+                let params = serde_json::json!({ "name": target, "arguments": inner_args });
+                let Some(id) = id else {
+                    return error(None, ErrorCode::InvalidRequest, "a request needs an id");
+                };
+                let inner = Message::request(id, "tools/call", Some(&params.to_string()));
+                return Box::pin(self.call_tool(ctx, &inner)).await;
+            }
+            _ => {}
+        }
+        let catalog = self.catalog();
+        // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
+        let Some((server, original)) = catalog.tool(&name) else {
+            let hint = crate::catalog::suggest::closest(&name, catalog.tool_names())
+                .map(|n| format!("; did you mean {n:?}?"))
+                .unwrap_or_else(|| {
+                    "; tools/list (or manifold_search_tools) shows what is offered".to_owned()
+                });
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("unknown tool {name:?}{hint}"),
+            );
+        };
+        let (server, original) = (server.to_owned(), original.to_owned());
+        let outgoing = match request.with_name(&original) {
+            Ok(m) => m,
+            Err(e) => {
+                return error(
+                    id,
+                    ErrorCode::InvalidParams,
+                    format!("could not forward the call: {e}"),
+                );
+            }
+        };
+        match self.forward(ctx, &server, &outgoing).await {
+            Ok(response) => {
+                let namespaced = self.settings().naming.mode != NamingMode::Never;
+                let fixed = response.result_raw().map(|r| {
+                    rewrite_elements(r, &["content"], |el| {
+                        link_uri_back(&catalog, &server, el, namespaced)
+                    })
+                    .unwrap_or_else(|_| r.to_owned())
+                });
+                reply(ctx, id, &response, fixed)
+            }
+            Err(e) => respond(builtin::error_result(&e.to_string())),
+        }
+    }
+
+    async fn by_prompt(&self, ctx: &RequestContext, request: &Message) -> Message {
+        let id = request.id();
+        let Some(name) = request.params_str(&["name"]) else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                "prompts/get needs params.name",
+            );
+        };
+        let catalog = self.catalog();
+        let Some((server, original)) = catalog.prompt(&name) else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("unknown prompt {name:?}; prompts/list shows what is offered"),
+            );
+        };
+        let (server, original) = (server.to_owned(), original.to_owned());
+        let outgoing = match request.with_name(&original) {
+            Ok(m) => m,
+            Err(e) => {
+                return error(
+                    id,
+                    ErrorCode::InvalidParams,
+                    format!("could not forward: {e}"),
+                );
+            }
+        };
+        self.forward_or_error(ctx, &server, &outgoing, id).await
+    }
+
+    async fn by_uri(&self, ctx: &RequestContext, request: &Message, path: &[&str]) -> Message {
+        let id = request.id();
+        let Some(uri) = request.params_str(path) else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("{} needs params.uri", request.method().unwrap_or("")),
+            );
+        };
+        let catalog = self.catalog();
+        let Some((server, original)) = catalog.resource(&uri) else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                format!(
+                    "resource not found: {uri:?} belongs to no server behind Manifold; resources/list shows what is offered"
+                ),
+            );
+        };
+        let outgoing = match request.patch(Part::Params, path, &json_string(&original)) {
+            Ok(m) => m,
+            Err(e) => {
+                return error(
+                    id,
+                    ErrorCode::InvalidParams,
+                    format!("could not forward: {e}"),
+                );
+            }
+        };
+        match self.forward(ctx, &server, &outgoing).await {
+            Ok(response) => {
+                let namespaced = self.settings().naming.mode != NamingMode::Never;
+                let fixed = response.result_raw().map(|r| {
+                    rewrite_elements(r, &["contents"], |el| {
+                        let Some(u) = patch::get_str(el, &["uri"])? else {
+                            return Ok(None);
+                        };
+                        Ok(Some(patch::set(
+                            el,
+                            &["uri"],
+                            &json_string(&catalog.expose_uri(&server, &u, namespaced)),
+                        )?))
+                    })
+                    .unwrap_or_else(|_| r.to_owned())
+                });
+                reply(ctx, id, &response, fixed)
+            }
+            Err(e) => Message::error(id.cloned(), &e.to_error_object()),
+        }
+    }
+
+    async fn complete(&self, ctx: &RequestContext, request: &Message) -> Message {
+        let id = request.id();
+        let kind = request.params_str(&["ref", "type"]).unwrap_or_default();
+        let catalog = self.catalog();
+        let target = match kind.as_str() {
+            "ref/prompt" => request
+                .params_str(&["ref", "name"])
+                .and_then(|n| {
+                    catalog
+                        .prompt(&n)
+                        .map(|(s, o)| (s.to_owned(), o.to_owned()))
+                })
+                .map(|(s, o)| (s, "name", o)),
+            "ref/resource" => request
+                .params_str(&["ref", "uri"])
+                .and_then(|u| catalog.resource(&u))
+                .map(|(s, o)| (s.to_string(), "uri", o)),
+            _ => None,
+        };
+        let Some((server, key, original)) = target else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                "completion/complete names no prompt or resource Manifold offers",
+            );
+        };
+        match request.patch(Part::Params, &["ref", key], &json_string(&original)) {
+            Ok(outgoing) => self.forward_or_error(ctx, &server, &outgoing, id).await,
+            Err(e) => error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("could not forward: {e}"),
+            ),
+        }
+    }
+
+    async fn set_level(&self, params: &str) -> String {
+        for u in self.upstreams() {
+            let offers_logging = u.peer_info().is_some_and(|i| {
+                patch::get(&i.capabilities, &["logging"])
+                    .ok()
+                    .flatten()
+                    .is_some()
+            });
+            if let (true, Ok(conn)) = (offers_logging, u.connection())
+                && let Err(e) = conn
+                    .call("logging/setLevel", Some(params), u.def.call_options())
+                    .await
+            {
+                tracing::debug!(server = %u.def.name, error = %e, "logging/setLevel was not accepted");
+            }
+        }
+        "{}".to_owned()
+    }
+
+    fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams().iter().find(|u| u.def.name == server)
+    }
+
+    async fn forward_or_error(
+        &self,
+        ctx: &RequestContext,
+        server: &str,
+        outgoing: &Message,
+        id: Option<&Id>,
+    ) -> Message {
+        match self.forward(ctx, server, outgoing).await {
+            Ok(response) => reply(ctx, id, &response, None),
+            Err(e) => Message::error(id.cloned(), &e.to_error_object()),
+        }
+    }
+
+    /// Sends a (patched) request to an upstream, relaying its notifications to the client.
+    async fn forward(
+        &self,
+        ctx: &RequestContext,
+        server: &str,
+        outgoing: &Message,
+    ) -> Result<Message, UpstreamError> {
+        let unavailable = |cause: String| UpstreamError::Closed {
+            server: server.to_owned(),
+            cause: format!("{cause}; Manifold restarts it by itself, see manifold_health"),
+        };
+        let upstream = self
+            .upstream(server)
+            .ok_or_else(|| unavailable("it is not configured".to_owned()))?;
+        let conn = upstream.connection().map_err(unavailable)?;
+        let origin: Arc<CallOrigin> = Arc::new(CallOrigin {
+            client: ctx.client.clone(),
+            peer: Arc::clone(&ctx.peer),
+        });
+        let method = outgoing.method().unwrap_or_default();
+        let mut call = conn
+            .request_in_context(
+                method,
+                outgoing.params(),
+                upstream.def.call_options(),
+                Some(origin),
+            )
+            .await?;
+        loop {
+            match call.next().await {
+                Some(Ok(CallEvent::Notification(n))) => ctx.peer.notify(n),
+                Some(Ok(CallEvent::Response(m))) => return Ok(m),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(UpstreamError::Closed {
+                        server: server.to_owned(),
+                        cause: "the call ended without an answer".to_owned(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The downstream response for an upstream response: same bytes, the client's id.
+fn reply(
+    ctx: &RequestContext,
+    id: Option<&Id>,
+    response: &Message,
+    fixed: Option<String>,
+) -> Message {
+    match response.kind() {
+        Kind::Result => {
+            let raw = fixed.unwrap_or_else(|| response.result_raw().unwrap_or("{}").to_owned());
+            match id {
+                Some(id) => Message::result(id, &finish(ctx, raw)),
+                None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
+            }
+        }
+        _ => Message::error(
+            id.cloned(),
+            &response.error_object().unwrap_or_else(|| {
+                ErrorObject::new(ErrorCode::InternalError, "unreadable upstream error")
+            }),
+        ),
+    }
+}
+
+/// Adds `resultType` for modern clients when the upstream (a legacy server) did not.
+fn finish(ctx: &RequestContext, raw: String) -> String {
+    if ctx.client.revision.era() != Era::Modern
+        || patch::get(&raw, &["resultType"]).ok().flatten().is_some()
+    {
+        return raw;
+    }
+    patch::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw)
+}
+
+fn arguments_of(request: &Message) -> Value {
+    request
+        .params_raw(&["arguments"])
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or(Value::Object(Default::default()))
+}
+
+/// Rewrites the URI of a `resource_link` or embedded `resource` content block to its exposed form.
+fn link_uri_back(
+    catalog: &Catalog,
+    server: &str,
+    el: &str,
+    namespaced: bool,
+) -> Result<Option<String>, patch::PatchError> {
+    let path: &[&str] = match patch::get_str(el, &["type"])?.as_deref() {
+        Some("resource_link") => &["uri"],
+        Some("resource") => &["resource", "uri"],
+        _ => return Ok(None),
+    };
+    let Some(uri) = patch::get_str(el, path)? else {
+        return Ok(None);
+    };
+    Ok(Some(patch::set(
+        el,
+        path,
+        &json_string(&catalog.expose_uri(server, &uri, namespaced)),
+    )?))
+}
+
+#[derive(Debug, Clone, Copy)]
+enum ListOf {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+impl ListOf {
+    fn member(self) -> &'static str {
+        match self {
+            ListOf::Tools => "tools",
+            ListOf::Prompts => "prompts",
+            ListOf::Resources => "resources",
+            ListOf::Templates => "resourceTemplates",
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The gateway core against real upstream processes (the workspace's test peer over stdio):
+//! merged names, forwarding with byte fidelity, routing of server requests to the calling client,
+//! failure isolation, and the built-in tools.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use manifold_gateway::{
+    ClientView, DownstreamPeer, Gateway, GatewaySettings, RequestContext, UpstreamDefinition,
+};
+use manifold_upstream::Target;
+use manifold_upstream::transport::stdio::StdioSpec;
+use manifold_wire::{ErrorObject, Id, Message, Revision};
+use serde_json::Value;
+
+fn peer_def(name: &str, extra: &[&str]) -> UpstreamDefinition {
+    let mut args = vec!["stdio".to_owned()];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let mut def = UpstreamDefinition::new(
+        name,
+        Target::Stdio(StdioSpec {
+            command: manifold_testkit::test_peer().unwrap().display().to_string(),
+            args,
+            ..StdioSpec::default()
+        }),
+    );
+    def.client_capabilities = r#"{"elicitation":{}}"#.to_owned();
+    def
+}
+
+/// A downstream client that records notifications and answers elicitation.
+#[derive(Default)]
+struct Client {
+    notes: Mutex<Vec<Message>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl DownstreamPeer for Client {
+    fn notify(&self, message: Message) {
+        self.notes.lock().unwrap().push(message);
+    }
+    fn request(
+        &self,
+        method: &str,
+        _params: Option<String>,
+    ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>> {
+        self.asked.lock().unwrap().push(method.to_owned());
+        Some(Box::pin(async {
+            Ok(r#"{"action":"accept","content":{"name":"Grace"}}"#.to_owned())
+        }))
+    }
+}
+
+fn ctx(client: Arc<Client>, revision: Revision, caps: &str) -> RequestContext {
+    RequestContext {
+        client: ClientView {
+            revision,
+            capabilities: caps.to_owned(),
+            info: Some(r#"{"name":"test","version":"1"}"#.to_owned()),
+        },
+        peer: client,
+        session: None,
+    }
+}
+
+async fn started(defs: Vec<UpstreamDefinition>) -> Gateway {
+    let g = Gateway::start(GatewaySettings::default(), defs);
+    g.wait_started(Duration::from_secs(30)).await;
+    g
+}
+
+fn req(id: i64, method: &str, params: &str) -> Message {
+    Message::request(&Id::Num(id), method, Some(params))
+}
+
+fn result(m: &Message) -> Value {
+    serde_json::from_str(
+        m.result_raw()
+            .unwrap_or_else(|| panic!("not a result: {}", m.as_str())),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn tools_of_every_upstream_are_listed_with_prefixes_after_the_builtins() {
+    let g = started(vec![peer_def("a", &[]), peer_def("b", &[])]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let list = result(&g.handle(&c, &req(1, "tools/list", "{}")).await);
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &names[..3],
+        [
+            "manifold_health",
+            "manifold_search_tools",
+            "manifold_call_tool"
+        ]
+    );
+    assert!(
+        names.contains(&"a__echo") && names.contains(&"b__echo"),
+        "{names:?}"
+    );
+    assert!(
+        list.get("ttlMs").is_none(),
+        "legacy clients get no modern cache fields"
+    );
+    let modern = ctx(Arc::new(Client::default()), Revision::V2026_07_28, "{}");
+    let list = result(&g.handle(&modern, &req(2, "tools/list", "{}")).await);
+    assert_eq!(list["cacheScope"], "private");
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_reaches_the_right_upstream_and_the_result_bytes_cross_unchanged() {
+    let g = started(vec![peer_def("a", &[]), peer_def("b", &[])]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let m = g
+        .handle(
+            &c,
+            &req(7, "tools/call", r#"{"name":"b__echo_raw","arguments":{}}"#),
+        )
+        .await;
+    assert_eq!(m.id(), Some(&Id::Num(7)));
+    let raw = m.result_raw().unwrap();
+    assert!(
+        raw.contains(r#""zz_unknown":{"keep":[1,1.0,1e2,-0,1.50,100000000000000000000000000001]}"#),
+        "{raw}"
+    );
+    assert!(raw.contains(r#"caf\u00e9 \"quoted\" \/slash\/"#), "{raw}");
+    let m = g
+        .handle(
+            &c,
+            &req(
+                8,
+                "tools/call",
+                r#"{"name":"a__echo","arguments":{"message":"hi"}}"#,
+            ),
+        )
+        .await;
+    assert_eq!(result(&m)["content"][0]["text"], "hi");
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_json_rpc_error_with_a_suggestion() {
+    let g = started(vec![peer_def("a", &[])]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let m = g
+        .handle(
+            &c,
+            &req(1, "tools/call", r#"{"name":"a__ecoh","arguments":{}}"#),
+        )
+        .await;
+    let e = m.error_object().unwrap();
+    assert_eq!(e.code, -32602);
+    assert!(
+        e.message.contains("did you mean \"a__echo\""),
+        "{}",
+        e.message
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dead_upstream_fails_its_calls_at_once_and_the_others_keep_working() {
+    let g = started(vec![
+        peer_def("good", &[]),
+        peer_def("dead", &["--behaviour", "exit-before-handshake"]),
+    ])
+    .await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let m = g
+        .handle(
+            &c,
+            &req(
+                1,
+                "tools/call",
+                r#"{"name":"good__echo","arguments":{"message":"ok"}}"#,
+            ),
+        )
+        .await;
+    assert_eq!(result(&m)["content"][0]["text"], "ok");
+    let health = result(
+        &g.handle(
+            &c,
+            &req(
+                2,
+                "tools/call",
+                r#"{"name":"manifold_health","arguments":{}}"#,
+            ),
+        )
+        .await,
+    );
+    let s = &health["structuredContent"];
+    assert_eq!(s["status"], "degraded");
+    let dead = s["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "dead")
+        .unwrap();
+    assert_eq!(dead["state"], "down");
+    assert!(
+        dead["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("exit status: 3"),
+        "{dead}"
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_to_a_server_that_went_down_is_an_is_error_result_naming_it() {
+    let g = started(vec![peer_def("flaky", &["--behaviour", "exit-mid-call"])]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let m = g
+        .handle(
+            &c,
+            &req(
+                1,
+                "tools/call",
+                r#"{"name":"flaky__echo","arguments":{"message":"x"}}"#,
+            ),
+        )
+        .await;
+    let r = result(&m);
+    assert_eq!(r["isError"], true);
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("\"flaky\"") && text.contains("exit status: 1"),
+        "{text}"
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn resources_are_namespaced_and_read_back_through_their_server() {
+    let g = started(vec![peer_def("a", &[])]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let list = result(&g.handle(&c, &req(1, "resources/list", "{}")).await);
+    let uri = list["resources"][0]["uri"].as_str().unwrap().to_owned();
+    assert_eq!(uri, "a+test://static");
+    let read = result(
+        &g.handle(
+            &c,
+            &req(2, "resources/read", &format!(r#"{{"uri":"{uri}"}}"#)),
+        )
+        .await,
+    );
+    assert_eq!(read["contents"][0]["uri"], "a+test://static");
+    assert_eq!(read["contents"][0]["text"], "static resource");
+    let missing = g
+        .handle(
+            &c,
+            &req(3, "resources/read", r#"{"uri":"zz+test://static"}"#),
+        )
+        .await;
+    assert_eq!(missing.error_object().unwrap().code, -32602);
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_elicitation_reaches_the_client_whose_call_caused_it() {
+    let g = started(vec![peer_def("a", &["--era", "legacy"])]).await;
+    let asker = Arc::new(Client::default());
+    let bystander = Arc::new(Client::default());
+    let c = ctx(
+        asker.clone(),
+        Revision::V2025_11_25,
+        r#"{"elicitation":{}}"#,
+    );
+    let _other = ctx(
+        bystander.clone(),
+        Revision::V2025_11_25,
+        r#"{"elicitation":{}}"#,
+    );
+    let m = g
+        .handle(
+            &c,
+            &req(1, "tools/call", r#"{"name":"a__ask","arguments":{}}"#),
+        )
+        .await;
+    assert!(
+        result(&m)["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Grace"),
+        "{}",
+        m.as_str()
+    );
+    assert_eq!(
+        asker.asked.lock().unwrap().as_slice(),
+        ["elicitation/create"]
+    );
+    assert!(bystander.asked.lock().unwrap().is_empty());
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn progress_is_relayed_with_the_clients_own_token_before_the_result() {
+    let g = started(vec![peer_def("a", &[])]).await;
+    let client = Arc::new(Client::default());
+    let c = ctx(client.clone(), Revision::V2025_11_25, "{}");
+    let m = g
+        .handle(&c, &req(1, "tools/call", r#"{"name":"a__slow","arguments":{"seconds":0.2,"steps":3},"_meta":{"progressToken":"mine"}}"#))
+        .await;
+    assert!(m.result_raw().is_some(), "{}", m.as_str());
+    let notes = client.notes.lock().unwrap();
+    let progress: Vec<&Message> = notes
+        .iter()
+        .filter(|n| n.method() == Some("notifications/progress"))
+        .collect();
+    assert_eq!(progress.len(), 3, "{notes:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|n| n.params_raw(&["progressToken"]) == Some("\"mine\""))
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn search_finds_tools_by_keyword_and_call_tool_runs_them() {
+    let g = started(vec![peer_def("math", &[])]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let found = result(
+        &g.handle(
+            &c,
+            &req(
+                1,
+                "tools/call",
+                r#"{"name":"manifold_search_tools","arguments":{"query":"adds numbers"}}"#,
+            ),
+        )
+        .await,
+    );
+    let first = &found["structuredContent"]["tools"][0];
+    assert_eq!(first["name"], "math__add");
+    assert!(first["inputSchema"].is_object());
+    let sum = result(&g.handle(&c, &req(2, "tools/call", r#"{"name":"manifold_call_tool","arguments":{"name":"math__add","arguments":{"a":2,"b":3}}}"#)).await);
+    assert_eq!(sum["structuredContent"]["sum"], 5);
+    g.shutdown().await;
+}
