@@ -313,17 +313,19 @@ async fn progress_is_relayed_with_the_clients_own_token_before_the_result() {
         .handle(&c, &req(1, "tools/call", r#"{"name":"a__slow","arguments":{"seconds":0.2,"steps":3},"_meta":{"progressToken":"mine"}}"#))
         .await;
     assert!(m.result_raw().is_some(), "{}", m.as_str());
-    let notes = client.notes.lock().unwrap();
-    let progress: Vec<&Message> = notes
-        .iter()
-        .filter(|n| n.method() == Some("notifications/progress"))
-        .collect();
-    assert_eq!(progress.len(), 3, "{notes:?}");
-    assert!(
-        progress
+    {
+        let notes = client.notes.lock().unwrap();
+        let progress: Vec<&Message> = notes
             .iter()
-            .all(|n| n.params_raw(&["progressToken"]) == Some("\"mine\""))
-    );
+            .filter(|n| n.method() == Some("notifications/progress"))
+            .collect();
+        assert_eq!(progress.len(), 3, "{notes:?}");
+        assert!(
+            progress
+                .iter()
+                .all(|n| n.params_raw(&["progressToken"]) == Some("\"mine\""))
+        );
+    }
     g.shutdown().await;
 }
 
