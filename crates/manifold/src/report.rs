@@ -53,7 +53,6 @@ impl From<UpstreamError> for CliError {
             UpstreamError::Timeout { .. } => {
                 Some("raise --timeout, or check the server's logs (-v shows its stderr)")
             }
-            UpstreamError::Negotiation { .. } => Some("try --era legacy or --era modern"),
             UpstreamError::Http {
                 status: 401 | 403, ..
             } => Some("pass credentials with --header 'Authorization: Bearer ...'"),

@@ -109,6 +109,15 @@ struct DiscoverView<'a> {
     #[serde(rename = "serverInfo")]
     server_info: Option<ServerInfoView>,
     instructions: Option<String>,
+    #[serde(rename = "_meta")]
+    meta: Option<DiscoverMeta>,
+}
+
+/// Where the 2026-07-28 revision puts the server's identity.
+#[derive(Deserialize)]
+struct DiscoverMeta {
+    #[serde(rename = "io.modelcontextprotocol/serverInfo")]
+    server_info: Option<ServerInfoView>,
 }
 
 /// Why a modern probe failed: a legacy signal, or a real failure.
@@ -140,7 +149,27 @@ impl Connection {
                 }
             }
         }
-        self.initialize_legacy(client).await
+        match self.initialize_legacy(client).await {
+            // A modern server that was merely slow to answer the probe has answered it meanwhile
+            // and now refuses initialize with UnsupportedProtocolVersion: it is modern after all.
+            Err(UpstreamError::Rpc { error, .. })
+                if choice == EraChoice::Auto
+                    && error.code
+                        == manifold_wire::ErrorCode::UnsupportedProtocolVersion.code() =>
+            {
+                tracing::debug!(server = %self.inner.server, "initialize refused with -32022; probing the modern era again");
+                match self.probe_modern(client, EraChoice::Modern).await? {
+                    ProbeOutcome::Modern(info) => Ok(info),
+                    ProbeOutcome::Legacy(why) => Err(UpstreamError::Negotiation {
+                        server: self.inner.server.clone(),
+                        detail: format!(
+                            "the server refused initialize with -32022 and server/discover too ({why})"
+                        ),
+                    }),
+                }
+            }
+            other => other,
+        }
     }
 
     async fn probe_modern(
@@ -225,11 +254,15 @@ impl Connection {
             m.revision = revision;
         }
         self.inner.transport.negotiated(revision);
+        let server_info = view
+            .server_info
+            .as_ref()
+            .or_else(|| view.meta.as_ref().and_then(|m| m.server_info.as_ref()));
         Ok(ProbeOutcome::Modern(PeerInfo {
             era: Era::Modern,
             revision,
-            server_name: view.server_info.as_ref().and_then(|s| s.name.clone()),
-            server_version: view.server_info.as_ref().and_then(|s| s.version.clone()),
+            server_name: server_info.and_then(|s| s.name.clone()),
+            server_version: server_info.and_then(|s| s.version.clone()),
             capabilities: view.capabilities.map_or("{}", |c| c.get()).to_owned(),
             instructions: view.instructions,
             raw: raw.to_owned(),
