@@ -70,6 +70,7 @@ pub(crate) struct Inner {
     catalog: RwLock<Arc<Catalog>>,
     catalog_error: RwLock<Option<String>>,
     events: broadcast::Sender<GatewayEvent>,
+    pub(crate) held: crate::mrtr::HeldCalls,
     shutdown: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -96,6 +97,7 @@ impl Gateway {
                 catalog: RwLock::new(Arc::new(Catalog::default())),
                 catalog_error: RwLock::new(None),
                 events,
+                held: crate::mrtr::HeldCalls::new(),
                 shutdown,
                 tasks: std::sync::Mutex::new(Vec::new()),
             }),

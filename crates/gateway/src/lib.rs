@@ -8,6 +8,7 @@ pub mod builtin;
 pub mod catalog;
 pub mod context;
 pub mod gateway;
+pub mod mrtr;
 pub mod router;
 pub mod server_requests;
 pub mod upstream;

@@ -20,9 +20,12 @@ use crate::catalog::build::Catalog;
 use crate::catalog::naming::NamingMode;
 use crate::context::RequestContext;
 use crate::gateway::{Discovery, Gateway};
+use crate::mrtr::{HeldCall, INPUT_KEY, QuestionCatcher, StateError, input_required};
 use crate::server_requests::CallOrigin;
 use crate::upstream::Upstream;
 
+/// Rounds of modern-upstream questions answered for one legacy client's request.
+pub const MAX_INPUT_ROUNDS: usize = 8;
 /// Items per page of a merged list.
 pub const LIST_PAGE_SIZE: usize = 1000;
 /// How long clients may cache a list (modern era `ttlMs`).
@@ -352,13 +355,29 @@ impl Gateway {
         }
     }
 
-    /// Sends a (patched) request to an upstream, relaying its notifications to the client.
+    /// Sends a (patched) request to an upstream, relaying its notifications to the client, and
+    /// carries server requests across eras (see `mrtr.rs`).
     async fn forward(
         &self,
         ctx: &RequestContext,
         server: &str,
         outgoing: &Message,
     ) -> Result<Message, UpstreamError> {
+        let modern_client = ctx.client.revision.era() == Era::Modern;
+        if modern_client && let Some(state) = outgoing.params_str(&["requestState"]) {
+            match self.inner.held.take(&state) {
+                Ok(held) => return self.resume(ctx, held, outgoing).await,
+                Err(StateError::Gone) => {
+                    return Err(UpstreamError::Cancelled {
+                        server: server.to_owned(),
+                        method: outgoing.method().unwrap_or_default().to_owned(),
+                        reason: StateError::Gone.to_string(),
+                    });
+                }
+                // Not Manifold's: a modern upstream's own state, forwarded to it verbatim.
+                Err(StateError::Forged) => {}
+            }
+        }
         let unavailable = |cause: String| UpstreamError::Closed {
             server: server.to_owned(),
             cause: format!("{cause}; Manifold restarts it by itself, see manifold_health"),
@@ -367,32 +386,167 @@ impl Gateway {
             .upstream(server)
             .ok_or_else(|| unavailable("it is not configured".to_owned()))?;
         let conn = upstream.connection().map_err(unavailable)?;
-        let origin: Arc<CallOrigin> = Arc::new(CallOrigin {
-            client: ctx.client.clone(),
-            peer: Arc::clone(&ctx.peer),
-        });
-        let method = outgoing.method().unwrap_or_default();
-        let mut call = conn
-            .request_in_context(
-                method,
-                outgoing.params(),
-                upstream.def.call_options(),
-                Some(origin),
-            )
-            .await?;
+        let method = outgoing.method().unwrap_or_default().to_owned();
+        let mut params = outgoing.params().unwrap_or("{}").to_owned();
+        for _ in 0..=MAX_INPUT_ROUNDS {
+            let (catcher, questions) = QuestionCatcher::new(Arc::clone(&ctx.peer));
+            let peer: Arc<dyn crate::context::DownstreamPeer> = if modern_client {
+                catcher.clone()
+            } else {
+                Arc::clone(&ctx.peer)
+            };
+            let origin: Arc<CallOrigin> = Arc::new(CallOrigin {
+                client: ctx.client.clone(),
+                peer,
+            });
+            let call = conn
+                .request_in_context(
+                    &method,
+                    Some(&params),
+                    upstream.def.call_options(),
+                    Some(origin),
+                )
+                .await?;
+            let response = self.drive(ctx, server, call, catcher, questions).await?;
+            // A modern upstream's questions reach a legacy client as server requests, and the
+            // request is retried with the answers.
+            match self
+                .answer_for_legacy_client(ctx, server, &params, &response)
+                .await?
+            {
+                Some(retry) => params = retry,
+                None => return Ok(response),
+            }
+        }
+        Err(UpstreamError::Protocol {
+            server: server.to_owned(),
+            detail: format!("{method} still asked for input after {MAX_INPUT_ROUNDS} rounds"),
+        })
+    }
+
+    /// Waits for a call's response, relaying notifications; a question from the upstream to a
+    /// modern client parks the call and answers `input_required` instead.
+    async fn drive(
+        &self,
+        ctx: &RequestContext,
+        server: &str,
+        mut call: manifold_upstream::Call,
+        catcher: Arc<QuestionCatcher>,
+        mut questions: tokio::sync::mpsc::UnboundedReceiver<crate::mrtr::InputNeeded>,
+    ) -> Result<Message, UpstreamError> {
         loop {
-            match call.next().await {
-                Some(Ok(CallEvent::Notification(n))) => ctx.peer.notify(n),
-                Some(Ok(CallEvent::Response(m))) => return Ok(m),
-                Some(Err(e)) => return Err(e),
-                None => {
-                    return Err(UpstreamError::Closed {
-                        server: server.to_owned(),
-                        cause: "the call ended without an answer".to_owned(),
-                    });
+            tokio::select! {
+                event = call.next() => match event {
+                    Some(Ok(CallEvent::Notification(n))) => ctx.peer.notify(n),
+                    Some(Ok(CallEvent::Response(m))) => return Ok(m),
+                    Some(Err(e)) => return Err(e),
+                    None => {
+                        return Err(UpstreamError::Closed { server: server.to_owned(), cause: "the call ended without an answer".to_owned() });
+                    }
+                },
+                Some(question) = questions.recv() => {
+                    let (method, params) = (question.method.clone(), question.params.clone());
+                    let state = self.inner.held.hold(HeldCall::new(server.to_owned(), call, question.answer, catcher, questions));
+                    let result = input_required(&method, params.as_deref(), &state);
+                    return Ok(Message::result(&Id::Num(0), &result));
                 }
             }
         }
+    }
+
+    /// A modern client's retry: answers the parked upstream question and waits on.
+    async fn resume(
+        &self,
+        ctx: &RequestContext,
+        held: HeldCall,
+        retry: &Message,
+    ) -> Result<Message, UpstreamError> {
+        let HeldCall {
+            server,
+            mut call,
+            answer,
+            catcher,
+            questions,
+            ..
+        } = held;
+        let reply = match retry.params_raw(&["inputResponses", INPUT_KEY]) {
+            Some(raw) => Ok(raw.to_owned()),
+            None => Err(ErrorObject::new(
+                ErrorCode::InvalidParams,
+                format!("the client's retry carried no inputResponses.{INPUT_KEY}"),
+            )),
+        };
+        let _ = answer.send(reply);
+        catcher.rebind(Arc::clone(&ctx.peer));
+        call.restart_deadline();
+        self.drive(ctx, &server, call, catcher, questions).await
+    }
+
+    /// For a legacy client, turns a modern upstream's `input_required` into server requests to
+    /// the client and returns the params of the retry; `None` when there is nothing to answer.
+    async fn answer_for_legacy_client(
+        &self,
+        ctx: &RequestContext,
+        server: &str,
+        params: &str,
+        response: &Message,
+    ) -> Result<Option<String>, UpstreamError> {
+        if ctx.client.revision.era() == Era::Modern
+            || !manifold_upstream::negotiate::is_input_required(response)
+        {
+            return Ok(None);
+        }
+        let raw = response.result_raw().unwrap_or("{}");
+        let view: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+        let protocol = |detail: String| UpstreamError::Protocol {
+            server: server.to_owned(),
+            detail,
+        };
+        let mut answers = serde_json::Map::new();
+        for (key, request) in view
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let method = request
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if let Some(cap) = crate::server_requests::capability_for(method)
+                && !ctx.client.declares(cap)
+            {
+                return Err(protocol(format!(
+                    "it asked for {method}, which the client did not declare ({cap})"
+                )));
+            }
+            let question = ctx
+                .peer
+                .request(method, request.get("params").map(Value::to_string));
+            let Some(question) = question else {
+                return Err(protocol(format!(
+                    "it asked for {method}, and this client cannot be asked"
+                )));
+            };
+            let answer = question
+                .await
+                .map_err(|e| protocol(format!("the client could not answer {method}: {e}")))?;
+            answers.insert(
+                key.clone(),
+                serde_json::from_str(&answer).unwrap_or(Value::Null),
+            );
+        }
+        let mut retry = patch::set(
+            params,
+            &["inputResponses"],
+            &Value::Object(answers).to_string(),
+        )
+        .map_err(|e| protocol(format!("could not build the retry: {e}")))?;
+        if let Some(state) = patch::get(raw, &["requestState"]).ok().flatten() {
+            retry = patch::set(&retry, &["requestState"], state)
+                .map_err(|e| protocol(format!("could not build the retry: {e}")))?;
+        }
+        Ok(Some(retry))
     }
 }
 

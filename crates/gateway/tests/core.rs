@@ -351,3 +351,92 @@ async fn search_finds_tools_by_keyword_and_call_tool_runs_them() {
     assert_eq!(sum["structuredContent"]["sum"], 5);
     g.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_legacy_upstreams_question_reaches_a_modern_client_as_input_required() {
+    let g = started(vec![peer_def("old", &["--era", "legacy"])]).await;
+    let client = Arc::new(Client::default());
+    let c = ctx(
+        client.clone(),
+        Revision::V2026_07_28,
+        r#"{"elicitation":{}}"#,
+    );
+    let first = result(
+        &g.handle(
+            &c,
+            &req(1, "tools/call", r#"{"name":"old__ask","arguments":{}}"#),
+        )
+        .await,
+    );
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let question = &first["inputRequests"]["manifold-input"];
+    assert_eq!(question["method"], "elicitation/create");
+    let state = first["requestState"].as_str().unwrap();
+    let forged = format!("{state}x");
+    let bad = g
+        .handle(&c, &req(2, "tools/call", &format!(r#"{{"name":"old__ask","arguments":{{}},"requestState":"{forged}","inputResponses":{{}}}}"#)))
+        .await;
+    // A state Manifold did not seal is not taken for one of its own: the upstream sees a fresh
+    // call and asks again. With the held call still in flight on the same shared stdio child,
+    // that question cannot be attributed to a client, and says so; the held call is untouched.
+    let bad = result(&bad);
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cannot tell which client"),
+        "{bad}"
+    );
+    let retry = format!(
+        r#"{{"name":"old__ask","arguments":{{}},"requestState":"{state}","inputResponses":{{"manifold-input":{{"action":"accept","content":{{"name":"Ada"}}}}}}}}"#
+    );
+    let done = result(&g.handle(&c, &req(3, "tools/call", &retry)).await);
+    assert_eq!(done["resultType"], "complete");
+    assert!(
+        done["content"][0]["text"].as_str().unwrap().contains("Ada"),
+        "{done}"
+    );
+    assert!(
+        client.asked.lock().unwrap().is_empty(),
+        "a modern client is never sent a request"
+    );
+    // The same state cannot be used twice.
+    let again = result(&g.handle(&c, &req(4, "tools/call", &retry)).await);
+    assert_eq!(again["isError"], true);
+    assert!(
+        again["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("already answered"),
+        "{again}"
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_modern_upstreams_input_required_reaches_a_legacy_client_as_a_server_request() {
+    let g = started(vec![peer_def("new", &["--era", "modern"])]).await;
+    let client = Arc::new(Client::default());
+    let c = ctx(
+        client.clone(),
+        Revision::V2025_11_25,
+        r#"{"elicitation":{}}"#,
+    );
+    let m = g
+        .handle(
+            &c,
+            &req(1, "tools/call", r#"{"name":"new__ask","arguments":{}}"#),
+        )
+        .await;
+    let r = result(&m);
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("Grace"),
+        "{r}"
+    );
+    assert_eq!(
+        client.asked.lock().unwrap().as_slice(),
+        ["elicitation/create"]
+    );
+    g.shutdown().await;
+}

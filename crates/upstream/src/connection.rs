@@ -512,6 +512,12 @@ impl Call {
         &self.id
     }
 
+    /// Starts the idle timeout again (after the call was parked waiting for a person, say).
+    /// The absolute cap still holds.
+    pub fn restart_deadline(&mut self) {
+        self.deadline = Instant::now() + self.options.timeout;
+    }
+
     fn effective_deadline(&self) -> Instant {
         match self.cap {
             Some(cap) if cap < self.deadline => cap,
