@@ -388,6 +388,21 @@ impl Gateway {
         let conn = upstream.connection().map_err(unavailable)?;
         let method = outgoing.method().unwrap_or_default().to_owned();
         let mut params = outgoing.params().unwrap_or("{}").to_owned();
+        if upstream.peer_info().is_some_and(|i| i.era == Era::Modern) {
+            // A modern upstream learns the client's capabilities per request: exactly what the
+            // client declared, less what the configuration withholds.
+            let caps =
+                allowed_capabilities(&ctx.client.capabilities, &upstream.def.client_capabilities);
+            params = patch::set(
+                &params,
+                &["_meta", manifold_wire::meta::CLIENT_CAPABILITIES],
+                &caps,
+            )
+            .map_err(|e| UpstreamError::Protocol {
+                server: server.to_owned(),
+                detail: format!("could not forward: {e}"),
+            })?;
+        }
         for _ in 0..=MAX_INPUT_ROUNDS {
             let (catcher, questions) = QuestionCatcher::new(Arc::clone(&ctx.peer));
             let peer: Arc<dyn crate::context::DownstreamPeer> = if modern_client {
@@ -584,6 +599,21 @@ fn finish(ctx: &RequestContext, raw: String) -> String {
     patch::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw)
 }
 
+/// The client's declared capabilities (raw JSON object) restricted to the top-level ones the
+/// configuration lets an upstream see.
+pub fn allowed_capabilities(declared: &str, allowed: &str) -> String {
+    let declared: Value = serde_json::from_str(declared).unwrap_or(Value::Null);
+    let allowed: Value = serde_json::from_str(allowed).unwrap_or(Value::Null);
+    let kept: serde_json::Map<String, Value> = declared
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| allowed.get(k.as_str()).is_some())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept).to_string()
+}
+
 fn arguments_of(request: &Message) -> Value {
     request
         .params_raw(&["arguments"])
@@ -611,6 +641,25 @@ fn link_uri_back(
         path,
         &json_string(&catalog.expose_uri(server, &uri, namespaced)),
     )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstreams_see_only_declared_and_allowed_capabilities() {
+        let declared = r#"{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}}"#;
+        let allowed = r#"{"elicitation":{},"roots":{}}"#;
+        let v: Value =
+            serde_json::from_str(&allowed_capabilities(declared, allowed)).unwrap_or_default();
+        assert_eq!(
+            v,
+            serde_json::json!({"elicitation":{"form":{}},"roots":{"listChanged":true}})
+        );
+        assert_eq!(allowed_capabilities("{}", allowed), "{}");
+        assert_eq!(allowed_capabilities(declared, "{}"), "{}");
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

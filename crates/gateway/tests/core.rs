@@ -440,3 +440,31 @@ async fn a_modern_upstreams_input_required_reaches_a_legacy_client_as_a_server_r
     );
     g.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_concurrent_calls_over_five_upstreams_each_get_their_own_result() {
+    let defs = (0..5).map(|i| peer_def(&format!("s{i}"), &[])).collect();
+    let g = started(defs).await;
+    let sessions: Vec<RequestContext> = (0..50)
+        .map(|_| ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}"))
+        .collect();
+    let calls = (0..500).map(|n| {
+        let g = g.clone();
+        let c = sessions[n % 50].clone();
+        async move {
+            let message = format!("call-{n}-of-session-{}", n % 50);
+            let params = format!(
+                r#"{{"name":"s{}__echo","arguments":{{"message":"{message}"}}}}"#,
+                n % 5
+            );
+            let m = g.handle(&c, &req(n as i64, "tools/call", &params)).await;
+            (n, message, m)
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (n, message, m) in results {
+        assert_eq!(m.id(), Some(&Id::Num(n as i64)));
+        assert_eq!(result(&m)["content"][0]["text"], message.as_str());
+    }
+    g.shutdown().await;
+}
