@@ -35,6 +35,8 @@ pub struct GatewaySettings {
     pub discovery: Discovery,
     /// What `initialize` / `server/discover` say about Manifold.
     pub instructions: Option<String>,
+    /// Largest tool result forwarded whole; larger ones are truncated with a note.
+    pub result_max_bytes: usize,
 }
 
 impl Default for GatewaySettings {
@@ -43,6 +45,7 @@ impl Default for GatewaySettings {
             naming: NamingRules::default(),
             discovery: Discovery::Full,
             instructions: None,
+            result_max_bytes: crate::truncate::DEFAULT_MAX_RESULT_BYTES,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod gateway;
 pub mod mrtr;
 pub mod router;
 pub mod server_requests;
+pub mod truncate;
 pub mod upstream;
 
 pub use context::{ClientView, DownstreamPeer, RequestContext, SilentPeer};

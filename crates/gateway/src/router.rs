@@ -189,11 +189,13 @@ impl Gateway {
         match self.forward(ctx, &server, &outgoing).await {
             Ok(response) => {
                 let namespaced = self.settings().naming.mode != NamingMode::Never;
+                let max = self.settings().result_max_bytes;
                 let fixed = response.result_raw().map(|r| {
-                    rewrite_elements(r, &["content"], |el| {
+                    let linked = rewrite_elements(r, &["content"], |el| {
                         link_uri_back(&catalog, &server, el, namespaced)
                     })
-                    .unwrap_or_else(|_| r.to_owned())
+                    .unwrap_or_else(|_| r.to_owned());
+                    crate::truncate::cap_tool_result(&linked, max)
                 });
                 reply(ctx, id, &response, fixed)
             }
