@@ -74,6 +74,7 @@ pub(crate) struct Inner {
     catalog_error: RwLock<Option<String>>,
     events: broadcast::Sender<GatewayEvent>,
     pub(crate) held: crate::mrtr::HeldCalls,
+    pub(crate) sessions: crate::sessions::SessionConnections,
     shutdown: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -101,6 +102,7 @@ impl Gateway {
                 catalog_error: RwLock::new(None),
                 events,
                 held: crate::mrtr::HeldCalls::new(),
+                sessions: crate::sessions::SessionConnections::default(),
                 shutdown,
                 tasks: std::sync::Mutex::new(Vec::new()),
             }),
@@ -224,8 +226,24 @@ impl Gateway {
         )
     }
 
+    /// A legacy session ended (DELETE, expiry, disconnect): its own upstream connections close.
+    pub async fn end_session(&self, session: &str) {
+        self.inner.sessions.end(session).await;
+    }
+
+    /// How a session's own upstream connections are carried ("stdio CMD (pid N)").
+    pub fn describe_session(&self, session: &str) -> Vec<String> {
+        self.inner.sessions.describe(session)
+    }
+
+    /// Per-session upstream connections alive now.
+    pub fn session_connections(&self) -> usize {
+        self.inner.sessions.count()
+    }
+
     /// Stops every supervisor and closes every upstream connection.
     pub async fn shutdown(&self) {
+        self.inner.sessions.end_all().await;
         self.inner.shutdown.send_replace(true);
         let tasks = self
             .inner

@@ -11,9 +11,10 @@ pub mod gateway;
 pub mod mrtr;
 pub mod router;
 pub mod server_requests;
+pub mod sessions;
 pub mod truncate;
 pub mod upstream;
 
 pub use context::{ClientView, DownstreamPeer, RequestContext, SilentPeer};
 pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
-pub use upstream::UpstreamDefinition;
+pub use upstream::{Scope, UpstreamDefinition};

@@ -387,7 +387,15 @@ impl Gateway {
         let upstream = self
             .upstream(server)
             .ok_or_else(|| unavailable("it is not configured".to_owned()))?;
-        let conn = upstream.connection().map_err(unavailable)?;
+        let conn = match (&ctx.session, upstream.def.scope) {
+            (Some(session), crate::upstream::Scope::Session) => {
+                self.inner
+                    .sessions
+                    .connection(session, &upstream.def, &ctx.client.capabilities)
+                    .await?
+            }
+            _ => upstream.connection().map_err(unavailable)?,
+        };
         let method = outgoing.method().unwrap_or_default().to_owned();
         let mut params = outgoing.params().unwrap_or("{}").to_owned();
         if upstream.peer_info().is_some_and(|i| i.era == Era::Modern) {

@@ -43,6 +43,20 @@ pub struct UpstreamDefinition {
     /// Raw JSON object of the client capabilities this upstream may see.
     pub client_capabilities: String,
     pub tools_allowed: ToolFilter,
+    /// Whether legacy sessions share one connection or each get their own (stdio children).
+    pub scope: Scope,
+}
+
+/// Who shares an upstream connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// One connection for every client; ids are remapped by the connection.
+    #[default]
+    Shared,
+    /// One connection (one child process) per legacy session, started on the session's first
+    /// call with the session's own capabilities, ended with the session. The shared connection
+    /// still runs: it supplies the catalog and serves stateless (modern) clients.
+    Session,
 }
 
 impl UpstreamDefinition {
@@ -58,6 +72,7 @@ impl UpstreamDefinition {
             max_timeout: None,
             client_capabilities: "{}".to_owned(),
             tools_allowed: Arc::new(|_| true),
+            scope: Scope::Shared,
         }
     }
 

@@ -468,3 +468,59 @@ async fn five_hundred_concurrent_calls_over_five_upstreams_each_get_their_own_re
     }
     g.shutdown().await;
 }
+
+fn pid_in(description: &str) -> u32 {
+    let start = description.find("(pid ").unwrap() + 5;
+    description[start..description.len() - 1].parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_session_scoped_server_gets_one_child_per_session_that_ends_with_it() {
+    let mut def = peer_def("stateful", &[]);
+    def.scope = manifold_gateway::Scope::Session;
+    let g = started(vec![def]).await;
+    let mut sessions = Vec::new();
+    for name in ["s1", "s2"] {
+        let mut c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+        c.session = Some(name.to_owned());
+        let m = g
+            .handle(
+                &c,
+                &req(
+                    1,
+                    "tools/call",
+                    r#"{"name":"stateful__echo","arguments":{"message":"x"}}"#,
+                ),
+            )
+            .await;
+        assert_eq!(result(&m)["content"][0]["text"], "x");
+        sessions.push(c);
+    }
+    assert_eq!(g.session_connections(), 2);
+    let p1 = pid_in(&g.describe_session("s1")[0]);
+    let p2 = pid_in(&g.describe_session("s2")[0]);
+    assert_ne!(p1, p2, "each session has its own child");
+    // A second call of the same session reuses its child.
+    g.handle(
+        &sessions[0],
+        &req(
+            2,
+            "tools/call",
+            r#"{"name":"stateful__echo","arguments":{"message":"y"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(pid_in(&g.describe_session("s1")[0]), p1);
+    g.end_session("s1").await;
+    assert_eq!(g.session_connections(), 1);
+    assert!(
+        manifold_testkit::process_group_members(p1).is_empty(),
+        "the ended session's child is gone"
+    );
+    assert!(manifold_testkit::process_is_running(p2));
+    g.shutdown().await;
+    assert!(
+        manifold_testkit::process_group_members(p2).is_empty(),
+        "shutdown ends every session's child"
+    );
+}
