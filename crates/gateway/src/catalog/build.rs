@@ -39,6 +39,8 @@ pub struct Catalog {
     uri_servers: HashMap<String, Arc<str>>,
     /// Exposed resource URI -> entry index, for exact lookups.
     resource_index: HashMap<String, usize>,
+    /// Whether URIs carry a server prefix (every naming mode but "never").
+    namespaced: bool,
 }
 
 fn name_of(raw: &str, key: &str) -> Option<String> {
@@ -89,6 +91,7 @@ impl Catalog {
             ..Catalog::default()
         };
         let namespaced = rules.mode != super::naming::NamingMode::Never;
+        catalog.namespaced = namespaced;
         for (u, l) in &lists {
             let server: Arc<str> = Arc::from(u.def.name.as_str());
             let scheme = uri::scheme_prefix(&u.def.prefix);
@@ -174,9 +177,34 @@ impl Catalog {
         {
             return Some((Arc::clone(&e.server), e.original.clone()));
         }
-        let (scheme, original) = uri::split(exposed)?;
-        let server = self.uri_servers.get(scheme)?;
-        Some((Arc::clone(server), original.to_owned()))
+        if let Some((scheme, original)) = uri::split(exposed)
+            && let Some(server) = self.uri_servers.get(scheme)
+        {
+            return Some((Arc::clone(server), original.to_owned()));
+        }
+        if self.namespaced {
+            return None;
+        }
+        // Un-namespaced URIs (naming = "never"): a template whose literal head and tail fit, or
+        // else the only server that offers resources at all.
+        if let Some(t) = self
+            .templates
+            .iter()
+            .find(|t| template_fits(&t.exposed, exposed))
+        {
+            return Some((Arc::clone(&t.server), exposed.to_owned()));
+        }
+        let mut offering = self
+            .resources
+            .iter()
+            .chain(&self.templates)
+            .map(|e| &e.server)
+            .collect::<Vec<_>>();
+        offering.dedup();
+        match offering.as_slice() {
+            [only] => Some((Arc::clone(only), exposed.to_owned())),
+            _ => None,
+        }
     }
 
     /// The exposed form of an upstream's URI (for URIs inside results and notifications).
@@ -188,5 +216,36 @@ impl Catalog {
             Some((scheme, _)) => uri::expose(scheme, original),
             None => original.to_owned(),
         }
+    }
+}
+
+/// Whether `uri` could come from the RFC 6570 `template`: its text before the first `{` and after
+/// the last `}` match. Enough to route a URI to the one server that could have minted it.
+fn template_fits(template: &str, uri: &str) -> bool {
+    let (Some(open), Some(close)) = (template.find('{'), template.rfind('}')) else {
+        return template == uri;
+    };
+    let head = template.get(..open).unwrap_or_default();
+    let tail = template.get(close + 1..).unwrap_or_default();
+    uri.len() >= head.len() + tail.len() && uri.starts_with(head) && uri.ends_with(tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fit_by_their_literal_ends() {
+        assert!(template_fits(
+            "test://template/{id}/data",
+            "test://template/42/data"
+        ));
+        assert!(!template_fits(
+            "test://template/{id}/data",
+            "test://other/42/data"
+        ));
+        assert!(template_fits("file:///{path}", "file:///etc/hosts"));
+        assert!(template_fits("exact://x", "exact://x"));
+        assert!(!template_fits("a{b}c", "ac".get(..1).unwrap_or_default()));
     }
 }
