@@ -1,0 +1,112 @@
+//! What `manifold check` prints: a short summary of a configuration that loaded (so a person can
+//! see at a glance that Manifold understood what they meant), or every problem with it.
+
+use std::path::Path;
+
+use crate::config::Config;
+use crate::error::ConfigErrors;
+use crate::server::ServerKind;
+use crate::settings::{Discovery, NamingMode};
+
+/// Loads the file at `path` and describes it, or returns every problem found.
+pub fn check(path: impl AsRef<Path>) -> Result<String, ConfigErrors> {
+    Config::load(path).map(|c| check_report(&c))
+}
+
+/// The summary of a loaded configuration. It names servers but never prints URLs, commands or
+/// any other value that might carry a secret.
+pub fn check_report(config: &Config) -> String {
+    let g = &config.gateway;
+    let mut out = format!("{}: ok\n", config.origin);
+    out.push_str(&format!(
+        "listen: {} ({})\n",
+        g.listen,
+        if g.listens_on_loopback_only() {
+            "this machine only"
+        } else {
+            "reachable from other machines"
+        }
+    ));
+    let naming = match g.naming {
+        NamingMode::Always => "always",
+        NamingMode::Never => "never",
+        NamingMode::Conditional => "conditional",
+    };
+    let discovery = match g.discovery {
+        Discovery::Full => "full",
+        Discovery::Search => "search",
+    };
+    out.push_str(&format!(
+        "naming: {naming}, tool names up to {} characters; discovery: {discovery}\n",
+        g.name_max_len
+    ));
+    let names = |stdio: bool| -> Vec<&str> {
+        config
+            .enabled_servers()
+            .filter(|s| s.is_stdio() == stdio)
+            .map(|s| s.name.as_str())
+            .collect()
+    };
+    let (stdio, http) = (names(true), names(false));
+    let disabled: Vec<&str> = config
+        .servers
+        .iter()
+        .filter(|s| !s.enabled)
+        .map(|s| s.name.as_str())
+        .collect();
+    let enabled = stdio.len() + http.len();
+    if enabled == 0 {
+        out.push_str("servers: none enabled\n");
+    } else {
+        out.push_str(&format!(
+            "servers: {enabled} ({} stdio, {} http)\n",
+            stdio.len(),
+            http.len()
+        ));
+    }
+    if !stdio.is_empty() {
+        out.push_str(&format!("  stdio: {}\n", stdio.join(", ")));
+    }
+    if !http.is_empty() {
+        out.push_str(&format!("  http: {}\n", http.join(", ")));
+    }
+    if !disabled.is_empty() {
+        out.push_str(&format!("  disabled: {}\n", disabled.join(", ")));
+    }
+    for note in notes(config) {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out
+}
+
+/// Things that are allowed but worth a second look.
+fn notes(config: &Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    let g = &config.gateway;
+    if !g.listens_on_loopback_only() {
+        notes.push(format!(
+            "listening on {} accepts connections from other machines; allowed_hosts is {}",
+            g.listen,
+            g.allowed_hosts
+                .iter()
+                .map(|h| h.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if g.allowed_origins.iter().any(|o| o.as_str() == "*") {
+        notes.push("allowed_origins contains \"*\": any web page this machine's browser opens can call Manifold".to_owned());
+    }
+    for s in config.enabled_servers() {
+        if let ServerKind::Http { spec, .. } = &s.kind
+            && spec.allow_insecure_http
+            && spec.url.starts_with("http://")
+        {
+            notes.push(format!(
+                "servers.{} uses plain http:// (allow_insecure_http = true)",
+                s.name
+            ));
+        }
+    }
+    notes
+}

@@ -1,0 +1,36 @@
+//! manifold-config: Manifold's configuration file.
+//!
+//! Loads the TOML file, validates every field (collecting every problem with its file, line,
+//! column and field path), resolves `${ENV}` and `${file:PATH}` references into [`Secret`]s, and
+//! turns each server into the upstream crate's connection types. Also converts MCP clients' JSON
+//! configurations into Manifold TOML ([`import`]) and summarises a configuration for
+//! `manifold check` ([`check_report`]). The only I/O is in [`environment`].
+
+pub mod allowlist;
+pub mod check;
+pub mod config;
+mod did_you_mean;
+pub mod duration;
+pub mod environment;
+pub mod error;
+pub mod import;
+mod interpolate;
+mod load;
+pub mod names;
+mod paths;
+pub mod secret;
+pub mod server;
+pub mod settings;
+mod toml_text;
+pub mod tool_filter;
+
+pub use allowlist::{HostPattern, OriginPattern};
+pub use check::{check, check_report};
+pub use config::Config;
+pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
+pub use error::{ConfigError, ConfigErrors, ImportError};
+pub use import::import;
+pub use secret::Secret;
+pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};
+pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};
+pub use tool_filter::ToolFilter;

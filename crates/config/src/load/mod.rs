@@ -1,0 +1,77 @@
+//! From configuration text to a [`Config`]: parse (keeping spans), read each section while
+//! collecting every problem, and succeed only when there are none.
+
+mod gateway;
+mod reader;
+mod servers;
+
+use std::path::Path;
+
+use toml::de::DeTable;
+
+use crate::config::Config;
+use crate::environment::Environment;
+use crate::error::{ConfigError, ConfigErrors, line_and_column};
+use reader::Reader;
+
+pub(crate) use servers::{looks_like_command_line, url_problem, uses_shell_syntax};
+
+const TOP_KEYS: &[&str] = &["gateway", "servers"];
+
+fn top_level_hints() -> Vec<(&'static str, &'static str)> {
+    let mut hints = vec![
+        (
+            "mcpServers",
+            "that is an MCP client's JSON layout; Manifold's servers are [servers.NAME] sections (`manifold import` converts a client's configuration)",
+        ),
+        ("mcp", "write one [servers.NAME] section per server"),
+    ];
+    for key in gateway::GATEWAY_KEYS {
+        hints.push((key, "it belongs in the [gateway] section"));
+    }
+    for key in servers::SERVER_KEYS {
+        hints.push((key, "a server's keys belong in its [servers.NAME] section"));
+    }
+    hints
+}
+
+/// Loads configuration text. `base_dir` is the directory relative paths are relative to.
+pub(crate) fn load_text(
+    text: &str,
+    origin: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Environment,
+) -> Result<Config, ConfigErrors> {
+    let (document, syntax) = DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        // With the syntax broken, what the rest means is guesswork: report only the syntax.
+        let errors = syntax
+            .iter()
+            .map(|e| {
+                let (line, column) = e
+                    .span()
+                    .map_or((0, 0), |span| line_and_column(text, span.start));
+                ConfigError {
+                    origin: origin.to_owned(),
+                    line,
+                    column,
+                    field: String::new(),
+                    written: None,
+                    problem: format!("not valid TOML: {}", e.message().trim_end()),
+                    fix: "fix the syntax (see https://toml.io)".to_owned(),
+                }
+            })
+            .collect();
+        return Err(ConfigErrors {
+            origin: origin.to_owned(),
+            errors,
+        });
+    }
+    let root = document.get_ref();
+    let mut reader = Reader::new(origin, text, env, base_dir);
+    reader.check_keys("", root, TOP_KEYS, &top_level_hints());
+    let gateway = gateway::read_gateway(&mut reader, root.get("gateway"));
+    let servers = servers::read_servers(&mut reader, root.get("servers"), &gateway);
+    let secrets = reader.finish()?;
+    Ok(Config::assemble(origin, gateway, servers, secrets))
+}
