@@ -23,7 +23,7 @@ pub enum HttpTransportChoice {
 }
 
 /// How to reach an HTTP server.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct HttpSpec {
     pub url: String,
     pub transport: HttpTransportChoice,
@@ -35,6 +35,28 @@ pub struct HttpSpec {
     pub client_identity: Option<PathBuf>,
     /// Allow plain `http://` to hosts other than loopback.
     pub allow_insecure_http: bool,
+}
+
+impl std::fmt::Debug for HttpSpec {
+    /// Header values (authorization) and URL query strings may hold secrets: both are hidden.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown_url = self.url.split(['?', '#']).next().unwrap_or_default();
+        f.debug_struct("HttpSpec")
+            .field("url", &shown_url)
+            .field("transport", &self.transport)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(k, _)| format!("{k}: <redacted>"))
+                    .collect::<Vec<_>>(),
+            )
+            .field("ca_bundle", &self.ca_bundle)
+            .field("client_identity", &self.client_identity)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .finish()
+    }
 }
 
 /// Where a server is.
@@ -88,5 +110,32 @@ pub async fn connect(
             }
         }
         Target::Http(spec) => crate::transport::http::connect(spec, options).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_secret_values() {
+        let http = HttpSpec {
+            url: "https://h/mcp?token=s3cret".to_owned(),
+            headers: vec![("Authorization".to_owned(), "Bearer s3cret".to_owned())],
+            ..HttpSpec::default()
+        };
+        let stdio = StdioSpec {
+            command: "srv".to_owned(),
+            env: vec![("API_KEY".to_owned(), "s3cret".to_owned())],
+            ..StdioSpec::default()
+        };
+        for shown in [
+            format!("{http:?}"),
+            format!("{stdio:?}"),
+            format!("{:?}", Target::Http(http.clone())),
+        ] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        assert!(format!("{stdio:?}").contains("API_KEY=<redacted>"));
     }
 }

@@ -46,7 +46,7 @@ pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub const SIGTERM_GRACE: Duration = Duration::from_secs(2);
 
 /// How to start a stdio server.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct StdioSpec {
     /// The executable (looked up on the child's PATH when it has no slash).
     pub command: String,
@@ -58,6 +58,27 @@ pub struct StdioSpec {
     pub cwd: Option<PathBuf>,
     /// Longest stdout line accepted; `None` means the wire default.
     pub max_line: Option<usize>,
+}
+
+impl std::fmt::Debug for StdioSpec {
+    /// Variable values often hold secrets: only their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioSpec")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field(
+                "env",
+                &self
+                    .env
+                    .iter()
+                    .map(|(k, _)| format!("{k}=<redacted>"))
+                    .collect::<Vec<_>>(),
+            )
+            .field("env_allow", &self.env_allow)
+            .field("cwd", &self.cwd)
+            .field("max_line", &self.max_line)
+            .finish()
+    }
 }
 
 /// A running child process and its pipes.
