@@ -59,6 +59,16 @@ pub enum Command {
         #[arg(long = "arg", value_name = "KEY=VALUE")]
         args: Vec<String>,
     },
+    /// Validate a configuration file and report every problem with its file, line and field.
+    Check {
+        /// The configuration file (default: ./manifold.toml).
+        config: Option<PathBuf>,
+    },
+    /// Convert an `mcpServers` JSON (Claude Desktop, Cursor, Claude Code, VS Code) into Manifold's TOML on stdout.
+    Import {
+        /// The JSON file to convert.
+        file: PathBuf,
+    },
     /// Act as the client for the official conformance suite (`conformance client --command "manifold conformance-client"`).
     #[command(hide = true)]
     ConformanceClient {

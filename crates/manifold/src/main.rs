@@ -5,6 +5,7 @@
 
 mod args;
 mod client;
+mod config_commands;
 mod report;
 
 use std::process::ExitCode;
@@ -73,6 +74,8 @@ fn main() -> ExitCode {
                 json_args,
             } => client::call(target, args, json_args.as_deref()).await,
             Command::Read { target } => client::read(target).await,
+            Command::Check { config } => config_commands::check(config.as_deref()),
+            Command::Import { file } => config_commands::import(file),
             Command::Prompt { target, args } => client::prompt(target, args).await,
             Command::ConformanceClient { url } => client::conformance::run(url).await,
         }

@@ -1,0 +1,74 @@
+//! `manifold check` and `manifold import` as a person runs them: exit statuses and what they print.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn manifold(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_manifold"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("manifold-cli-config-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn check_reports_every_problem_with_its_line_and_exits_1() {
+    let dir = temp_dir("bad");
+    std::fs::write(
+        dir.join("manifold.toml"),
+        "[servers.git]\ncommand = \"mcp-server-git\"\ntimeout = \"sixty\"\n[servers.web]\nurl = \"ftp://example.com/mcp\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = manifold(&dir, &["check"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("manifold.toml:3:11: error: servers.git.timeout = \"sixty\": not a duration"),
+        "{err}"
+    );
+    assert!(err.contains("manifold.toml:5:"), "{err}");
+    assert!(err.contains("2 problems"), "{err}");
+}
+
+#[test]
+fn check_without_a_file_says_how_to_get_one() {
+    let dir = temp_dir("none");
+    let (code, _, err) = manifold(&dir, &["check"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("no manifold.toml") && err.contains("manifold import"),
+        "{err}"
+    );
+}
+
+#[test]
+fn import_writes_toml_that_check_accepts() {
+    let dir = temp_dir("import");
+    std::fs::write(
+        dir.join("claude.json"),
+        r#"{"mcpServers":{"fs":{"command":"npx","args":["-y","@modelcontextprotocol/server-filesystem","/tmp"]},"remote":{"url":"https://example.com/mcp"}}}"#,
+    )
+    .unwrap();
+    let (code, toml, _) = manifold(&dir, &["import", "claude.json"]);
+    assert_eq!(code, 0);
+    assert!(
+        toml.contains("[servers.fs]") && toml.contains("[servers.remote]"),
+        "{toml}"
+    );
+    std::fs::write(dir.join("imported.toml"), &toml).unwrap();
+    let (code, report, err) = manifold(&dir, &["check", "imported.toml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(report.contains("servers: 2 (1 stdio, 1 http)"), "{report}");
+}
