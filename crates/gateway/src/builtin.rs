@@ -51,6 +51,7 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
                 Status::Up => ("up", None),
                 Status::Starting => ("starting", None),
                 Status::Down { cause } => ("down", Some(cause.clone())),
+                Status::CrashLoop { cause } => ("crash-loop", Some(cause.clone())),
             };
             if status != Status::Up {
                 healthy = false;

@@ -17,4 +17,4 @@ pub mod upstream;
 
 pub use context::{ClientView, DownstreamPeer, RequestContext, SilentPeer};
 pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
-pub use upstream::{Scope, UpstreamDefinition};
+pub use upstream::{RestartPolicy, Scope, Status, UpstreamDefinition};

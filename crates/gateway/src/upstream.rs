@@ -21,6 +21,12 @@ use tokio::sync::watch;
 pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest wait between reconnection attempts.
 pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Failures within `CRASH_LOOP_WINDOW` that put an upstream in the crash-loop state.
+pub const CRASH_LOOP_FAILURES: usize = 5;
+/// The window in which `CRASH_LOOP_FAILURES` failures mean a crash loop.
+pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(60);
+/// The wait between attempts while in a crash loop.
+pub const CRASH_LOOP_RETRY: Duration = Duration::from_secs(300);
 /// How long loading an upstream's lists may take.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -45,6 +51,29 @@ pub struct UpstreamDefinition {
     pub tools_allowed: ToolFilter,
     /// Whether legacy sessions share one connection or each get their own (stdio children).
     pub scope: Scope,
+    pub restart: RestartPolicy,
+}
+
+/// How a failed upstream is brought back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub crash_loop_failures: usize,
+    pub crash_loop_window: Duration,
+    pub crash_loop_retry: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            backoff_base: RESTART_BACKOFF_BASE,
+            backoff_max: RESTART_BACKOFF_MAX,
+            crash_loop_failures: CRASH_LOOP_FAILURES,
+            crash_loop_window: CRASH_LOOP_WINDOW,
+            crash_loop_retry: CRASH_LOOP_RETRY,
+        }
+    }
 }
 
 /// Who shares an upstream connection.
@@ -73,6 +102,7 @@ impl UpstreamDefinition {
             client_capabilities: "{}".to_owned(),
             tools_allowed: Arc::new(|_| true),
             scope: Scope::Shared,
+            restart: RestartPolicy::default(),
         }
     }
 
@@ -100,7 +130,14 @@ pub struct Lists {
 pub enum Status {
     Starting,
     Up,
-    Down { cause: String },
+    Down {
+        cause: String,
+    },
+    /// Failed `CRASH_LOOP_FAILURES` times within `CRASH_LOOP_WINDOW`: retried only every
+    /// `CRASH_LOOP_RETRY`, never given up on.
+    CrashLoop {
+        cause: String,
+    },
 }
 
 #[derive(Default)]
@@ -164,6 +201,12 @@ impl Upstream {
             Some(c) if !c.is_closed() => Ok(c.clone()),
             _ => Err(match self.status() {
                 Status::Down { cause } => cause,
+                Status::CrashLoop { cause } => format!(
+                    "it keeps failing ({} times within {}s) and is retried every {}s; last cause: {cause}",
+                    self.def.restart.crash_loop_failures,
+                    self.def.restart.crash_loop_window.as_secs(),
+                    self.def.restart.crash_loop_retry.as_secs()
+                ),
                 Status::Starting => "it is still starting".to_owned(),
                 Status::Up => "its connection just closed".to_owned(),
             }),
@@ -295,9 +338,11 @@ fn lists_changed_by(method: &str) -> Option<&'static [ListKind]> {
 }
 
 /// The delay before reconnection attempt `failures` (1-based): doubling, capped, with jitter.
-pub fn backoff(failures: u32) -> Duration {
-    let doubled = RESTART_BACKOFF_BASE.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    let capped = doubled.min(RESTART_BACKOFF_MAX);
+pub fn backoff(policy: &RestartPolicy, failures: u32) -> Duration {
+    let doubled = policy
+        .backoff_base
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    let capped = doubled.min(policy.backoff_max);
     // Jitter of up to a fifth, from the clock: spreads restarts of many upstreams apart.
     let nanos = u64::from(
         std::time::SystemTime::now()
@@ -324,6 +369,8 @@ pub async fn supervise(
 ) {
     let def = upstream.def.clone();
     let mut failures = 0u32;
+    let mut recent_failures: std::collections::VecDeque<Instant> =
+        std::collections::VecDeque::new();
     loop {
         if *shutdown.borrow() {
             return;
@@ -387,7 +434,25 @@ pub async fn supervise(
             }
         }
         failures = failures.saturating_add(1);
-        let wait = backoff(failures);
+        recent_failures.push_back(Instant::now());
+        let policy = def.restart;
+        while recent_failures.len() > policy.crash_loop_failures {
+            recent_failures.pop_front();
+        }
+        let looping = recent_failures.len() == policy.crash_loop_failures
+            && recent_failures
+                .front()
+                .is_some_and(|t| t.elapsed() <= policy.crash_loop_window);
+        let wait = if looping {
+            let cause = upstream.last_error().unwrap_or_default();
+            tracing::error!(server = %def.name, cause = %cause, retry_in = ?policy.crash_loop_retry, "upstream is in a crash loop");
+            write(&upstream.status, Status::CrashLoop { cause });
+            let _ = events.send(UpstreamEvent::CatalogChanged);
+            recent_failures.clear();
+            policy.crash_loop_retry
+        } else {
+            backoff(&policy, failures)
+        };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stopped(&mut shutdown) => return,
@@ -401,11 +466,12 @@ mod tests {
 
     #[test]
     fn backoff_doubles_then_caps_with_bounded_jitter() {
-        let first = backoff(1);
+        let p = RestartPolicy::default();
+        let first = backoff(&p, 1);
         assert!(first >= RESTART_BACKOFF_BASE && first <= RESTART_BACKOFF_BASE * 6 / 5);
-        let third = backoff(3);
+        let third = backoff(&p, 3);
         assert!(third >= RESTART_BACKOFF_BASE * 4 && third <= RESTART_BACKOFF_BASE * 24 / 5);
-        let late = backoff(40);
+        let late = backoff(&p, 40);
         assert!(late >= RESTART_BACKOFF_MAX && late <= RESTART_BACKOFF_MAX * 6 / 5);
     }
 

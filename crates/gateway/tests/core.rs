@@ -524,3 +524,56 @@ async fn a_session_scoped_server_gets_one_child_per_session_that_ends_with_it() 
         "shutdown ends every session's child"
     );
 }
+
+#[tokio::test]
+async fn a_server_that_keeps_failing_enters_a_crash_loop_visible_in_health() {
+    let mut def = peer_def("broken", &["--behaviour", "exit-before-handshake"]);
+    def.restart = manifold_gateway::RestartPolicy {
+        backoff_base: Duration::from_millis(5),
+        backoff_max: Duration::from_millis(20),
+        crash_loop_failures: 3,
+        crash_loop_window: Duration::from_secs(60),
+        crash_loop_retry: Duration::from_secs(600),
+    };
+    let g = started(vec![def, peer_def("fine", &[])]).await;
+    let mut looped = false;
+    for _ in 0..500 {
+        if matches!(
+            g.upstreams()[0].status(),
+            manifold_gateway::Status::CrashLoop { .. }
+        ) {
+            looped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(looped, "status stayed {:?}", g.upstreams()[0].status());
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let health = result(
+        &g.handle(
+            &c,
+            &req(
+                1,
+                "tools/call",
+                r#"{"name":"manifold_health","arguments":{}}"#,
+            ),
+        )
+        .await,
+    );
+    let broken = &health["structuredContent"]["upstreams"][0];
+    assert_eq!(broken["state"], "crash-loop");
+    assert!(broken["restarts"].as_u64().is_some());
+    let fine = result(
+        &g.handle(
+            &c,
+            &req(
+                2,
+                "tools/call",
+                r#"{"name":"fine__echo","arguments":{"message":"still here"}}"#,
+            ),
+        )
+        .await,
+    );
+    assert_eq!(fine["content"][0]["text"], "still here");
+    g.shutdown().await;
+}
