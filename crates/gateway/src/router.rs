@@ -24,6 +24,12 @@ use crate::mrtr::{HeldCall, INPUT_KEY, QuestionCatcher, StateError, input_requir
 use crate::server_requests::CallOrigin;
 use crate::upstream::Upstream;
 
+/// Extra attempts of an idempotent tool call after its upstream died, refused or timed out.
+pub const MAX_CALL_RETRIES: u32 = 2;
+/// The first wait before retrying a call (doubling each time).
+pub const CALL_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+/// The `_meta` key that tells a client how often its call was retried.
+pub const RETRIES_META: &str = "io.manifold/retries";
 /// Rounds of modern-upstream questions answered for one legacy client's request.
 pub const MAX_INPUT_ROUNDS: usize = 8;
 /// Items per page of a merged list.
@@ -186,7 +192,19 @@ impl Gateway {
                 );
             }
         };
-        match self.forward(ctx, &server, &outgoing).await {
+        let idempotent = self
+            .upstream(&server)
+            .is_some_and(|u| (u.def.idempotent_tools)(&original))
+            || catalog.tool_entry(&name).is_some_and(|e| {
+                patch::get(&e.raw, &["annotations", "idempotentHint"])
+                    .ok()
+                    .flatten()
+                    .is_some_and(|v| v.trim() == "true")
+            });
+        let (outcome, retries) = self
+            .forward_with_retries(ctx, &server, &outgoing, idempotent)
+            .await;
+        match outcome {
             Ok(response) => {
                 let namespaced = self.settings().naming.mode != NamingMode::Never;
                 let max = self.settings().result_max_bytes;
@@ -195,11 +213,24 @@ impl Gateway {
                         link_uri_back(&catalog, &server, el, namespaced)
                     })
                     .unwrap_or_else(|_| r.to_owned());
-                    crate::truncate::cap_tool_result(&linked, max)
+                    let capped = crate::truncate::cap_tool_result(&linked, max);
+                    if retries == 0 {
+                        return capped;
+                    }
+                    patch::set(&capped, &["_meta", RETRIES_META], &retries.to_string())
+                        .unwrap_or(capped)
                 });
                 reply(ctx, id, &response, fixed)
             }
-            Err(e) => respond(builtin::error_result(&e.to_string())),
+            Err(e) => {
+                let failed = builtin::error_result(&e.to_string());
+                respond(if retries == 0 {
+                    failed
+                } else {
+                    patch::set(&failed, &["_meta", RETRIES_META], &retries.to_string())
+                        .unwrap_or(failed)
+                })
+            }
         }
     }
 
@@ -354,6 +385,46 @@ impl Gateway {
         match self.forward(ctx, server, outgoing).await {
             Ok(response) => reply(ctx, id, &response, None),
             Err(e) => Message::error(id.cloned(), &e.to_error_object()),
+        }
+    }
+
+    /// Forwards a tool call; an idempotent one is tried again, with backoff, when its upstream
+    /// died, refused the connection or timed out after the call was sent. A server that was
+    /// already down when the call arrived fails at once. Returns the outcome and the retries made.
+    async fn forward_with_retries(
+        &self,
+        ctx: &RequestContext,
+        server: &str,
+        outgoing: &Message,
+        idempotent: bool,
+    ) -> (Result<Message, UpstreamError>, u32) {
+        let mut retries = 0u32;
+        // A server already known to be down fails at once: retrying cannot help the caller.
+        let down_at_start = self.upstream(server).is_some_and(|u| {
+            u.def.scope == crate::upstream::Scope::Shared && u.connection().is_err()
+        });
+        loop {
+            let outcome = self.forward(ctx, server, outgoing).await;
+            let retryable = matches!(
+                outcome,
+                Err(UpstreamError::Closed { .. }
+                    | UpstreamError::Connect { .. }
+                    | UpstreamError::Timeout { .. })
+            );
+            if !(idempotent && retryable && !down_at_start && retries < MAX_CALL_RETRIES) {
+                return (outcome, retries);
+            }
+            retries += 1;
+            let wait = CALL_RETRY_BACKOFF.saturating_mul(1 << (retries - 1));
+            tracing::warn!(server, retry = retries, error = ?outcome.err(), "retrying an idempotent tool call");
+            tokio::time::sleep(wait).await;
+            // Give a restarting upstream a bounded moment to come back.
+            if let Some(u) = self.upstream(server) {
+                let until = tokio::time::Instant::now() + u.def.timeout;
+                while u.connection().is_err() && tokio::time::Instant::now() < until {
+                    tokio::time::sleep(CALL_RETRY_BACKOFF).await;
+                }
+            }
         }
     }
 

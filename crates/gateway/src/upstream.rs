@@ -52,6 +52,8 @@ pub struct UpstreamDefinition {
     /// Whether legacy sessions share one connection or each get their own (stdio children).
     pub scope: Scope,
     pub restart: RestartPolicy,
+    /// Tools whose calls may be retried whatever their `idempotentHint` says (configuration).
+    pub idempotent_tools: ToolFilter,
 }
 
 /// How a failed upstream is brought back.
@@ -103,6 +105,7 @@ impl UpstreamDefinition {
             tools_allowed: Arc::new(|_| true),
             scope: Scope::Shared,
             restart: RestartPolicy::default(),
+            idempotent_tools: Arc::new(|_| false),
         }
     }
 

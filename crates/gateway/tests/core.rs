@@ -577,3 +577,61 @@ async fn a_server_that_keeps_failing_enters_a_crash_loop_visible_in_health() {
     assert_eq!(fine["content"][0]["text"], "still here");
     g.shutdown().await;
 }
+
+fn fast_restarts(def: &mut UpstreamDefinition) {
+    def.restart = manifold_gateway::RestartPolicy {
+        backoff_base: Duration::from_millis(5),
+        backoff_max: Duration::from_millis(20),
+        crash_loop_failures: 100,
+        crash_loop_window: Duration::from_secs(60),
+        crash_loop_retry: Duration::from_secs(600),
+    };
+}
+
+#[tokio::test]
+async fn an_idempotent_call_is_retried_when_its_server_dies_and_says_so_in_meta() {
+    let mut def = peer_def("dies", &["--behaviour", "exit-mid-call"]);
+    fast_restarts(&mut def);
+    def.idempotent_tools = Arc::new(|name| name == "echo");
+    let g = started(vec![def]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let r = result(
+        &g.handle(
+            &c,
+            &req(
+                1,
+                "tools/call",
+                r#"{"name":"dies__echo","arguments":{"message":"x"}}"#,
+            ),
+        )
+        .await,
+    );
+    assert_eq!(
+        r["isError"], true,
+        "the server dies on every call, so every attempt fails"
+    );
+    assert_eq!(r["_meta"]["io.manifold/retries"], 2, "{r}");
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_that_is_not_idempotent_is_never_retried() {
+    let mut def = peer_def("dies", &["--behaviour", "exit-mid-call"]);
+    fast_restarts(&mut def);
+    let g = started(vec![def]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let r = result(
+        &g.handle(
+            &c,
+            &req(
+                1,
+                "tools/call",
+                r#"{"name":"dies__add","arguments":{"a":1,"b":2}}"#,
+            ),
+        )
+        .await,
+    );
+    assert_eq!(r["isError"], true);
+    assert!(r.get("_meta").is_none(), "{r}");
+    g.shutdown().await;
+}

@@ -39,6 +39,8 @@ pub struct Catalog {
     uri_servers: HashMap<String, Arc<str>>,
     /// Exposed resource URI -> entry index, for exact lookups.
     resource_index: HashMap<String, usize>,
+    /// Exposed tool name -> entry index.
+    tool_index: HashMap<String, usize>,
     /// Whether URIs carry a server prefix (every naming mode but "never").
     namespaced: bool,
 }
@@ -108,11 +110,14 @@ impl Catalog {
                     exposed,
                 })
             };
-            catalog.tools.extend(
-                l.tools
-                    .iter()
-                    .filter_map(|t| named(t.get(), &catalog.tool_names)),
-            );
+            for t in &l.tools {
+                if let Some(e) = named(t.get(), &catalog.tool_names) {
+                    catalog
+                        .tool_index
+                        .insert(e.exposed.clone(), catalog.tools.len());
+                    catalog.tools.push(e);
+                }
+            }
             catalog.prompts.extend(
                 l.prompts
                     .iter()
@@ -154,6 +159,13 @@ impl Catalog {
         self.tool_names
             .resolve(exposed)
             .map(|o| (o.server.as_str(), o.original.as_str()))
+    }
+
+    /// The offered entry of an exposed tool name.
+    pub fn tool_entry(&self, exposed: &str) -> Option<&Entry> {
+        self.tool_index
+            .get(exposed)
+            .and_then(|i| self.tools.get(*i))
     }
 
     /// The prompt an exposed name leads to.
