@@ -2,50 +2,9 @@
 //!
 //! The legacy era sets the level once per session (`logging/setLevel`); the modern era states it
 //! per request in `_meta` (`io.modelcontextprotocol/logLevel`) and sends nothing when it is absent.
-//! Both eras compare levels with the same order, kept here.
+//! Both eras compare levels with the same order (`manifold_wire::log_level`).
 
-/// The syslog severities MCP uses, least severe first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Debug,
-    Info,
-    Notice,
-    Warning,
-    Error,
-    Critical,
-    Alert,
-    Emergency,
-}
-
-impl LogLevel {
-    pub const ALL: [LogLevel; 8] = [
-        LogLevel::Debug,
-        LogLevel::Info,
-        LogLevel::Notice,
-        LogLevel::Warning,
-        LogLevel::Error,
-        LogLevel::Critical,
-        LogLevel::Alert,
-        LogLevel::Emergency,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Notice => "notice",
-            LogLevel::Warning => "warning",
-            LogLevel::Error => "error",
-            LogLevel::Critical => "critical",
-            LogLevel::Alert => "alert",
-            LogLevel::Emergency => "emergency",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<LogLevel> {
-        LogLevel::ALL.into_iter().find(|l| l.as_str() == text)
-    }
-}
+pub use manifold_wire::log_level::LogLevel;
 
 /// Which messages a request may receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,11 +29,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn levels_parse_and_order_by_severity() {
-        for l in LogLevel::ALL {
-            assert_eq!(LogLevel::parse(l.as_str()), Some(l));
-        }
-        assert_eq!(LogLevel::parse("verbose"), None);
+    fn policies_admit_by_severity() {
         assert!(LogPolicy::AtLeast(LogLevel::Info).admits(LogLevel::Warning));
         assert!(!LogPolicy::AtLeast(LogLevel::Warning).admits(LogLevel::Info));
         assert!(!LogPolicy::Silent.admits(LogLevel::Emergency));

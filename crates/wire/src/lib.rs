@@ -9,6 +9,7 @@ pub mod elements;
 pub mod envelope;
 pub mod id;
 pub mod line;
+pub mod log_level;
 pub mod meta;
 pub mod patch;
 pub mod revision;
