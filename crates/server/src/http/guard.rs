@@ -1,0 +1,58 @@
+//! The Origin and Host checks every HTTP request passes first.
+//!
+//! A bad `Origin` is 403, as the spec requires. A bad `Host` is also 403 (not 421): the request
+//! did reach the right server, it is refused because a page may have pointed a hostile name at
+//! it (DNS rebinding), which is a matter of permission, and it is what other MCP servers answer.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use manifold_wire::ErrorCode;
+
+use super::AppState;
+use super::reply;
+use crate::allow::{host_allowed, origin_allowed};
+
+pub(crate) async fn origin_and_host(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    if !origin_allowed(&state.settings.allowed_origins, origin) {
+        tracing::warn!(origin = ?origin, "refused a request from a disallowed Origin");
+        return reply::error(
+            StatusCode::FORBIDDEN,
+            None,
+            ErrorCode::Forbidden,
+            format!(
+                "Forbidden: the Origin {:?} is not allowed; add it to allowed_origins if this page should reach Manifold",
+                origin.unwrap_or_default()
+            ),
+        );
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
+    if !host_allowed(&state.settings.allowed_hosts, state.local, host.as_deref()) {
+        tracing::warn!(host = ?host, "refused a request for a disallowed Host");
+        return reply::error(
+            StatusCode::FORBIDDEN,
+            None,
+            ErrorCode::Forbidden,
+            format!(
+                "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
+                host.unwrap_or_default()
+            ),
+        );
+    }
+    next.run(request).await
+}

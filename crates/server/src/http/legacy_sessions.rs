@@ -1,0 +1,358 @@
+//! Legacy Streamable HTTP sessions held live on this replica, and the ended ones it remembers.
+//!
+//! The session itself is sealed into its id; what lives here is only what cannot be sealed:
+//! open streams and their resumption buffers, calls in flight, server requests awaiting answers,
+//! subscriptions and the log level. A session unknown here but sealed with our key is resumed
+//! (another replica or an earlier process minted it). Deleted sessions are remembered in a
+//! bounded tombstone set, per replica: a session deleted on one replica stays usable on another
+//! that never heard of the deletion until it expires (see the README's multi-replica note).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use manifold_gateway::{ClientView, Gateway, GatewayEvent};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::limits::Limits;
+use crate::session::ClientSession;
+use crate::session_key::{hex, random_bytes};
+use crate::stream_log::StreamLog;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The number of the session's GET stream.
+pub const STANDALONE_STREAM: u64 = 0;
+
+type Streams = Arc<Mutex<HashMap<u64, Arc<StreamLog>>>>;
+
+/// One legacy session live on this replica.
+pub(crate) struct LiveSession {
+    pub id: String,
+    pub core: Arc<ClientSession>,
+    /// Random per live instance: event ids from another replica or an earlier process never
+    /// match a stream here by accident.
+    pub epoch: String,
+    next_stream: AtomicU64,
+    streams: Streams,
+    /// SSE connections open now (bounded per session).
+    pub open_streams: Arc<AtomicUsize>,
+    last_used: Mutex<Instant>,
+    /// Fires when the session ends here (deleted, evicted, server shutdown).
+    pub ended: CancellationToken,
+    limits: Limits,
+}
+
+impl LiveSession {
+    pub fn start(
+        id: String,
+        view: ClientView,
+        limits: Limits,
+        gateway: &Gateway,
+        stop: &CancellationToken,
+    ) -> Arc<LiveSession> {
+        let epoch = random_bytes::<4>()
+            .map(|b| hex(&b))
+            .unwrap_or_else(|_| format!("{:08x}", Instant::now().elapsed().subsec_nanos()));
+        let core = Arc::new(ClientSession::new(
+            view,
+            Some(id.clone()),
+            format!("mf-{epoch}"),
+            limits.max_in_flight,
+        ));
+        let session = Arc::new(LiveSession {
+            id,
+            core,
+            epoch,
+            next_stream: AtomicU64::new(STANDALONE_STREAM + 1),
+            streams: Arc::new(Mutex::new(HashMap::new())),
+            open_streams: Arc::new(AtomicUsize::new(0)),
+            last_used: Mutex::new(Instant::now()),
+            ended: stop.child_token(),
+            limits,
+        });
+        tokio::spawn(forward_events(
+            gateway.events(),
+            Arc::clone(&session.core),
+            Arc::clone(&session.streams),
+            session.ended.clone(),
+        ));
+        session
+    }
+
+    pub fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    fn new_log(&self, number: u64) -> Arc<StreamLog> {
+        StreamLog::new(
+            Some(format!("{}.{number}", self.epoch)),
+            None,
+            self.limits.resume_buffer_events,
+            self.limits.resume_buffer_bytes,
+        )
+    }
+
+    /// A new reply stream, kept for resumption; old finished streams are let go.
+    pub fn new_stream(&self) -> Arc<StreamLog> {
+        let number = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let log = self.new_log(number);
+        let mut streams = lock(&self.streams);
+        let retention = self.limits.resume_retention;
+        streams.retain(|n, s| {
+            *n == STANDALONE_STREAM || s.finished_at().is_none_or(|t| t.elapsed() < retention)
+        });
+        while streams.len() >= self.limits.max_retained_streams {
+            let oldest_finished = streams
+                .iter()
+                .filter(|(n, s)| **n != STANDALONE_STREAM && s.finished_at().is_some())
+                .map(|(n, _)| *n)
+                .min();
+            match oldest_finished {
+                Some(n) => {
+                    streams.remove(&n);
+                }
+                None => break,
+            }
+        }
+        streams.insert(number, Arc::clone(&log));
+        log
+    }
+
+    /// The GET stream, created on first use.
+    pub fn standalone(&self) -> Arc<StreamLog> {
+        let mut streams = lock(&self.streams);
+        Arc::clone(
+            streams
+                .entry(STANDALONE_STREAM)
+                .or_insert_with(|| self.new_log(STANDALONE_STREAM)),
+        )
+    }
+
+    /// The GET stream if a client has it open now.
+    pub fn attached_standalone(&self) -> Option<Arc<StreamLog>> {
+        lock(&self.streams)
+            .get(&STANDALONE_STREAM)
+            .filter(|s| s.is_attached())
+            .cloned()
+    }
+
+    /// A kept stream by the event id a client resumes from: (stream, sequence number).
+    pub fn resumable(&self, event_id: &str) -> Option<(Arc<StreamLog>, u64)> {
+        let rest = event_id.strip_prefix(&self.epoch)?.strip_prefix('.')?;
+        let (number, _) = rest.split_once('.')?;
+        let log = lock(&self.streams)
+            .get(&number.parse::<u64>().ok()?)
+            .cloned()?;
+        let seq = log.seq_of(event_id)?;
+        Some((log, seq))
+    }
+
+    fn evictable(&self) -> bool {
+        self.open_streams.load(Ordering::Relaxed) == 0 && !self.core.busy()
+    }
+
+    fn last_used(&self) -> Instant {
+        *lock(&self.last_used)
+    }
+
+    /// Ends the session here: streams close, calls are cancelled, events stop.
+    pub fn end(&self) {
+        self.ended.cancel();
+        self.core.cancel_all();
+        for s in lock(&self.streams).values() {
+            s.finish();
+        }
+    }
+}
+
+async fn forward_events(
+    mut events: tokio::sync::broadcast::Receiver<GatewayEvent>,
+    core: Arc<ClientSession>,
+    streams: Streams,
+    ended: CancellationToken,
+) {
+    loop {
+        let event = tokio::select! {
+            _ = ended.cancelled() => return,
+            e = events.recv() => e,
+        };
+        let messages = match event {
+            Ok(e) => core.event_message(&e).into_iter().collect::<Vec<_>>(),
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "a session missed gateway events; telling it every list may have changed"
+                );
+                [
+                    GatewayEvent::ToolsChanged,
+                    GatewayEvent::PromptsChanged,
+                    GatewayEvent::ResourcesChanged,
+                ]
+                .iter()
+                .filter_map(|e| core.event_message(e))
+                .collect()
+            }
+            Err(RecvError::Closed) => return,
+        };
+        // Only once the client has opened its GET stream: before that nobody asked for events.
+        let standalone = lock(&streams).get(&STANDALONE_STREAM).cloned();
+        if let Some(log) = standalone {
+            for m in messages {
+                log.push(m.as_str());
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tombstones {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+/// The live sessions of this replica and the ids deleted here.
+#[derive(Default)]
+pub(crate) struct SessionTable {
+    live: Mutex<HashMap<String, Arc<LiveSession>>>,
+    tombstones: Mutex<Tombstones>,
+}
+
+/// Why a session could not be added.
+#[derive(Debug)]
+pub(crate) struct Full;
+
+/// What identifies a session among its tombstones: key id and nonce (unique per session),
+/// so a tombstone stays small however large the sealed state is.
+fn tombstone_key(id: &str) -> String {
+    let (kid, rest) = id.split_once('.').unwrap_or(("", id));
+    format!("{kid}.{}", rest.chars().take(16).collect::<String>())
+}
+
+impl SessionTable {
+    pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
+        lock(&self.live).get(id).cloned()
+    }
+
+    /// Adds a session; at the bound the least recently used idle session is let go (it resumes
+    /// from its id when it comes back), and if none is idle the new one is refused.
+    pub fn insert_or_get(
+        &self,
+        session: Arc<LiveSession>,
+        max: usize,
+    ) -> Result<Arc<LiveSession>, Full> {
+        let mut live = lock(&self.live);
+        if let Some(existing) = live.get(&session.id) {
+            // Two requests resumed the same sealed id at once: keep the first.
+            session.end();
+            return Ok(Arc::clone(existing));
+        }
+        while live.len() >= max {
+            let victim = live
+                .values()
+                .filter(|s| s.evictable())
+                .min_by_key(|s| s.last_used())
+                .map(|s| s.id.clone());
+            match victim.and_then(|id| live.remove(&id)) {
+                Some(evicted) => {
+                    tracing::debug!("evicted an idle session to make room; it resumes from its id");
+                    evicted.end();
+                }
+                None => {
+                    session.end();
+                    return Err(Full);
+                }
+            }
+        }
+        live.insert(session.id.clone(), Arc::clone(&session));
+        Ok(session)
+    }
+
+    pub fn is_ended(&self, id: &str) -> bool {
+        lock(&self.tombstones).set.contains(&tombstone_key(id))
+    }
+
+    /// Ends a session for good on this replica.
+    pub fn delete(&self, id: &str, max_tombstones: usize) {
+        if let Some(s) = lock(&self.live).remove(id) {
+            s.end();
+        }
+        let key = tombstone_key(id);
+        let mut t = lock(&self.tombstones);
+        if t.set.insert(key.clone()) {
+            t.order.push_back(key);
+        }
+        while t.order.len() > max_tombstones {
+            if let Some(old) = t.order.pop_front() {
+                t.set.remove(&old);
+            }
+        }
+    }
+
+    pub fn end_all(&self) {
+        for (_, s) in lock(&self.live).drain() {
+            s.end();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manifold_gateway::GatewaySettings;
+    use manifold_wire::Revision;
+
+    #[test]
+    fn deleted_ids_are_remembered_up_to_the_bound() {
+        let table = SessionTable::default();
+        for n in 0..5 {
+            table.delete(&format!("k1.{n:016}-rest-of-the-sealed-id"), 3);
+        }
+        assert!(!table.is_ended("k1.0000000000000000-rest-of-the-sealed-id"));
+        assert!(!table.is_ended("k1.0000000000000001-rest-of-the-sealed-id"));
+        assert!(table.is_ended("k1.0000000000000004-rest-of-the-sealed-id"));
+        assert!(
+            table.is_ended("k1.0000000000000004-another-tail"),
+            "keyed by key id and nonce"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_session_keeps_at_most_the_bound_of_streams_letting_finished_ones_go_first() {
+        let gateway = Gateway::start(GatewaySettings::default(), Vec::new());
+        let limits = Limits {
+            max_retained_streams: 3,
+            ..Limits::default()
+        };
+        let view = ClientView {
+            revision: Revision::V2025_11_25,
+            capabilities: "{}".to_owned(),
+            info: None,
+        };
+        let session = LiveSession::start(
+            "k1.x".to_owned(),
+            view,
+            limits,
+            &gateway,
+            &CancellationToken::new(),
+        );
+        let live = session.new_stream();
+        for _ in 0..5 {
+            session.new_stream().finish();
+        }
+        let kept = lock(&session.streams).len();
+        assert_eq!(kept, 3);
+        assert!(
+            lock(&session.streams)
+                .values()
+                .any(|s| Arc::ptr_eq(s, &live)),
+            "an unfinished stream is never let go"
+        );
+        session.end();
+        gateway.shutdown().await;
+    }
+}

@@ -1,0 +1,115 @@
+//! The HTTP server: Streamable HTTP at `/mcp` (both eras, chosen per request), the deprecated
+//! HTTP+SSE transport at `/sse` + `/message`, and the Origin/Host guard in front of all of them.
+
+pub mod guard;
+pub mod legacy_sessions;
+pub mod modern;
+pub mod reply;
+pub mod sse_transport;
+pub mod streamable;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{any, get, post};
+use manifold_gateway::Gateway;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ServerError;
+use crate::settings::ServerSettings;
+
+/// What every handler shares.
+pub(crate) struct AppState {
+    pub gateway: Gateway,
+    pub settings: ServerSettings,
+    /// The address actually bound (its port when `listen` asked for 0).
+    pub local: SocketAddr,
+    /// Fires on shutdown: streams end, sessions stop.
+    pub stop: CancellationToken,
+    pub sessions: legacy_sessions::SessionTable,
+    pub sse_sessions: sse_transport::SseSessions,
+    pub listen_streams: Arc<AtomicUsize>,
+}
+
+/// The HTTP server of Manifold.
+pub struct Server;
+
+/// A running server.
+pub struct BoundServer {
+    local: SocketAddr,
+    state: Arc<AppState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds `settings.listen` and serves until [`BoundServer::shutdown`]. The gateway is shared,
+    /// not owned: shutting the server down leaves it running.
+    pub async fn bind(
+        settings: ServerSettings,
+        gateway: Gateway,
+    ) -> Result<BoundServer, ServerError> {
+        let listener = tokio::net::TcpListener::bind(settings.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: settings.listen,
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: settings.listen,
+            source,
+        })?;
+        let state = Arc::new(AppState {
+            gateway,
+            sessions: legacy_sessions::SessionTable::default(),
+            sse_sessions: sse_transport::SseSessions::default(),
+            listen_streams: Arc::new(AtomicUsize::new(0)),
+            stop: CancellationToken::new(),
+            local,
+            settings,
+        });
+        let app = router(Arc::clone(&state));
+        let stop = state.stop.clone();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "the HTTP server stopped with an error");
+            }
+        });
+        tracing::info!(addr = %local, "Manifold listens for MCP clients at http://{local}/mcp");
+        Ok(BoundServer { local, state, task })
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/mcp", any(streamable::endpoint))
+        .route("/sse", get(sse_transport::open))
+        .route("/message", post(sse_transport::message))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard::origin_and_host,
+        ))
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+impl BoundServer {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Stops accepting, ends every stream (listen streams with their closing result), cancels
+    /// what is in flight, and waits for the connections to close.
+    pub async fn shutdown(self) {
+        self.state.stop.cancel();
+        self.state.sessions.end_all();
+        self.state.sse_sessions.end_all();
+        let _ = self.task.await;
+    }
+}

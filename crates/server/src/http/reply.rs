@@ -1,0 +1,90 @@
+//! HTTP responses the transports send: JSON-RPC bodies with the status the protocol asks for,
+//! SSE streams with the headers proxies need, and the empty 202.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::Stream;
+use manifold_wire::{ErrorCode, ErrorObject, Id, Message};
+
+/// A JSON body.
+pub fn json(status: StatusCode, body: impl Into<String>) -> Response {
+    let mut r = (status, body.into()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A JSON-RPC error response with an HTTP status.
+pub fn rpc_error(status: StatusCode, id: Option<&Id>, error: &ErrorObject) -> Response {
+    json(
+        status,
+        Message::error(id.cloned(), error).as_str().to_owned(),
+    )
+}
+
+/// A JSON-RPC error from a code and message.
+pub fn error(
+    status: StatusCode,
+    id: Option<&Id>,
+    code: ErrorCode,
+    message: impl Into<String>,
+) -> Response {
+    rpc_error(status, id, &ErrorObject::new(code, message))
+}
+
+/// `202 Accepted` with no body.
+pub fn accepted() -> Response {
+    StatusCode::ACCEPTED.into_response()
+}
+
+/// An SSE response over a stream of encoded events.
+pub fn sse(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+/// `405` naming what the endpoint allows.
+pub fn method_not_allowed(allow: &'static str, why: &str) -> Response {
+    let mut r = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        None,
+        ErrorCode::InvalidRequest,
+        why,
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// `406` for a client that accepts none of the forms the endpoint can answer in.
+pub fn not_acceptable(id: Option<&Id>, needs: &str) -> Response {
+    error(
+        StatusCode::NOT_ACCEPTABLE,
+        id,
+        ErrorCode::InvalidRequest,
+        format!("Not Acceptable: the Accept header must allow {needs}"),
+    )
+}
+
+/// `413` for a body over the bound.
+pub fn too_large(limit: usize) -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        None,
+        ErrorCode::MessageTooLarge,
+        format!("the request body is larger than {limit} bytes, Manifold's limit for one message"),
+    )
+}

@@ -1,0 +1,538 @@
+//! What one legacy-era client is to the server, whatever carries it: its declared view, the
+//! requests it has in flight (to cancel them), the requests the server asked it (to route its
+//! answers), the resources it subscribed to and the log level it chose.
+//!
+//! Streamable HTTP sessions, HTTP+SSE sessions and stdio connections all keep one of these; the
+//! transports differ only in where a call's messages go (its [`Outlet`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use futures::future::BoxFuture;
+use manifold_gateway::{ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext};
+use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, meta};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::events;
+use crate::limits::{MAX_PENDING_SERVER_REQUESTS, MAX_SUBSCRIPTIONS_PER_SESSION};
+use manifold_wire::log_level::LogLevel;
+
+/// Where the messages of one call (its notifications and the server's requests) go.
+pub trait Outlet: Send + Sync + 'static {
+    /// Delivers a message tied to the call; `false` when it could not be delivered.
+    fn send(&self, message: &Message) -> bool;
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type Answer = oneshot::Sender<Result<String, ErrorObject>>;
+
+/// The legacy-era state of one client.
+pub struct ClientSession {
+    view: RwLock<ClientView>,
+    /// The session id, for the gateway's logs.
+    pub id: Option<String>,
+    /// Prefix of the ids of requests the server sends, unique per session.
+    request_prefix: String,
+    next_request: AtomicU64,
+    pending: Mutex<HashMap<Id, Answer>>,
+    in_flight: Mutex<HashMap<Id, CancellationToken>>,
+    subscriptions: Mutex<HashSet<String>>,
+    log_level: Mutex<Option<LogLevel>>,
+    max_in_flight: usize,
+}
+
+impl ClientSession {
+    pub fn new(
+        view: ClientView,
+        id: Option<String>,
+        request_prefix: String,
+        max_in_flight: usize,
+    ) -> ClientSession {
+        ClientSession {
+            view: RwLock::new(view),
+            id,
+            request_prefix,
+            next_request: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashSet::new()),
+            log_level: Mutex::new(None),
+            max_in_flight,
+        }
+    }
+
+    pub fn view(&self) -> ClientView {
+        self.view
+            .read()
+            .map(|v| v.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Replaces the view (a stdio client's `initialize`).
+    pub fn set_view(&self, view: ClientView) {
+        match self.view.write() {
+            Ok(mut v) => *v = view,
+            Err(p) => *p.into_inner() = view,
+        }
+    }
+
+    /// Requests in flight plus server requests awaiting answers: whether the session is busy.
+    pub fn busy(&self) -> bool {
+        !lock(&self.in_flight).is_empty() || !lock(&self.pending).is_empty()
+    }
+
+    /// Registers a request as in flight; refused past the bound or for an id already in flight.
+    pub fn begin(&self, id: &Id) -> Result<CancellationToken, ErrorObject> {
+        let mut in_flight = lock(&self.in_flight);
+        if in_flight.len() >= self.max_in_flight {
+            return Err(ErrorObject::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "this client already has {} requests in flight; wait for some to finish",
+                    in_flight.len()
+                ),
+            ));
+        }
+        if in_flight.contains_key(id) {
+            return Err(ErrorObject::new(
+                ErrorCode::InvalidRequest,
+                format!("a request with id {id} is already in flight; ids must be unique"),
+            ));
+        }
+        let token = CancellationToken::new();
+        in_flight.insert(id.clone(), token.clone());
+        Ok(token)
+    }
+
+    pub fn end(&self, id: &Id) {
+        lock(&self.in_flight).remove(id);
+    }
+
+    /// Applies a client's `notifications/cancelled`.
+    pub fn cancel_from(&self, params: Option<&str>) {
+        let id = params
+            .and_then(|p| manifold_wire::patch::get(p, &["requestId"]).ok().flatten())
+            .and_then(|raw| Id::from_raw(raw).ok());
+        if let Some(id) = id
+            && let Some(token) = lock(&self.in_flight).remove(&id)
+        {
+            tracing::debug!(request = %id, "the client cancelled a request");
+            token.cancel();
+        }
+    }
+
+    /// Cancels everything in flight (the client went away).
+    pub fn cancel_all(&self) {
+        for (_, token) in lock(&self.in_flight).drain() {
+            token.cancel();
+        }
+        lock(&self.pending).clear();
+    }
+
+    /// Sends a server-initiated request through `deliver` and waits for the client's answer.
+    pub fn ask(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<String>,
+        deliver: impl FnOnce(&Message) -> bool,
+    ) -> BoxFuture<'static, Result<String, ErrorObject>> {
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let id = Id::from(format!("{}-{n}", self.request_prefix).as_str());
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.pending);
+            if pending.len() >= MAX_PENDING_SERVER_REQUESTS {
+                let e = ErrorObject::new(
+                    ErrorCode::Overloaded,
+                    format!(
+                        "the client has {MAX_PENDING_SERVER_REQUESTS} server requests unanswered already"
+                    ),
+                );
+                return Box::pin(async move { Err(e) });
+            }
+            pending.insert(id.clone(), tx);
+        }
+        let request = Message::request(&id, method, params.as_deref());
+        if !deliver(&request) {
+            lock(&self.pending).remove(&id);
+            let e = ErrorObject::new(
+                ErrorCode::InternalError,
+                format!(
+                    "Manifold cannot reach the client with {method}: the request's reply is plain JSON and the client has no GET stream open; accept text/event-stream or open the GET stream"
+                ),
+            );
+            return Box::pin(async move { Err(e) });
+        }
+        // Captured (not created inside the future) so that dropping even an unpolled answer
+        // forgets the request.
+        let forget = Forget(Arc::clone(self), id);
+        Box::pin(async move {
+            let _forget = forget;
+            rx.await.unwrap_or_else(|_| {
+                Err(ErrorObject::new(
+                    ErrorCode::RequestCancelled,
+                    "the client session ended before it answered",
+                ))
+            })
+        })
+    }
+
+    /// Routes a client's response to the server request waiting for it; `false` if none waits.
+    pub fn answer(&self, response: &Message) -> bool {
+        let Some(id) = response.id() else {
+            return false;
+        };
+        let Some(tx) = lock(&self.pending).remove(id) else {
+            tracing::debug!(request = %id, "a client answered a request nobody waits for");
+            return false;
+        };
+        let outcome = match response.kind() {
+            Kind::Result => Ok(response.result_raw().unwrap_or("{}").to_owned()),
+            _ => Err(response.error_object().unwrap_or_else(|| {
+                ErrorObject::new(
+                    ErrorCode::InternalError,
+                    "the client answered with an unreadable error",
+                )
+            })),
+        };
+        let _ = tx.send(outcome);
+        true
+    }
+
+    /// Remembers what a successful request changed about the session (subscriptions, log level).
+    pub fn note_outcome(&self, request: &Message, response: &Message) {
+        if response.kind() != Kind::Result {
+            return;
+        }
+        let uri = || request.params_str(&["uri"]);
+        match request.method() {
+            Some("resources/subscribe") => {
+                if let Some(uri) = uri() {
+                    let mut subs = lock(&self.subscriptions);
+                    if subs.len() < MAX_SUBSCRIPTIONS_PER_SESSION {
+                        subs.insert(uri);
+                    } else {
+                        tracing::warn!(
+                            "a session reached {MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions; further ones get no updates"
+                        );
+                    }
+                }
+            }
+            Some("resources/unsubscribe") => {
+                if let Some(uri) = uri() {
+                    lock(&self.subscriptions).remove(&uri);
+                }
+            }
+            Some("logging/setLevel") => {
+                if let Some(level) = request
+                    .params_str(&["level"])
+                    .and_then(|l| LogLevel::parse(&l))
+                {
+                    *lock(&self.log_level) = Some(level);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The notification this session gets for a gateway event, if any.
+    pub fn event_message(&self, event: &GatewayEvent) -> Option<Message> {
+        let level = *lock(&self.log_level);
+        events::for_session(event, &lock(&self.subscriptions), level)
+    }
+}
+
+/// Removes a server request from the pending table when whoever awaited it gives up.
+struct Forget(Arc<ClientSession>, Id);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        lock(&self.0.pending).remove(&self.1);
+    }
+}
+
+/// The downstream peer of one legacy call: its messages go to the call's outlet, and the
+/// server's requests are answered through the session.
+pub struct CallPeer {
+    pub session: Arc<ClientSession>,
+    pub outlet: Arc<dyn Outlet>,
+}
+
+impl DownstreamPeer for CallPeer {
+    fn notify(&self, message: Message) {
+        if !self.outlet.send(&message) {
+            tracing::debug!(method = ?message.method(), "a notification for a call could not be delivered");
+        }
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        params: Option<String>,
+    ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>> {
+        let outlet = Arc::clone(&self.outlet);
+        Some(self.session.ask(method, params, move |m| outlet.send(m)))
+    }
+}
+
+/// The downstream peer of one modern call: notifications tied to it (log lines only at or above
+/// the level its `_meta` asked for, none without one); no server requests.
+pub struct ModernPeer {
+    pub outlet: Arc<dyn Outlet>,
+    pub log_level: Option<LogLevel>,
+}
+
+impl DownstreamPeer for ModernPeer {
+    fn notify(&self, message: Message) {
+        if message.method() == Some(meta::method::MESSAGE)
+            && (self.log_level.is_none()
+                || !crate::log_filter::admits(self.log_level, message.params()))
+        {
+            return;
+        }
+        let _ = self.outlet.send(&message);
+    }
+
+    fn request(
+        &self,
+        _method: &str,
+        _params: Option<String>,
+    ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>> {
+        None
+    }
+}
+
+/// Runs one request through the gateway until it answers or `cancel` fires (then `None`: a
+/// cancelled request is never answered).
+pub async fn run_call(
+    gateway: &Gateway,
+    ctx: RequestContext,
+    request: &Message,
+    cancel: &CancellationToken,
+) -> Option<Message> {
+    tokio::select! {
+        response = gateway.handle(&ctx, request) => Some(response),
+        _ = cancel.cancelled() => None,
+    }
+}
+
+/// Runs a legacy call: as [`run_call`], then notes what it changed about the session.
+pub async fn run_session_call(
+    gateway: &Gateway,
+    session: &Arc<ClientSession>,
+    outlet: Arc<dyn Outlet>,
+    request: &Message,
+    cancel: &CancellationToken,
+) -> Option<Message> {
+    let ctx = RequestContext {
+        client: session.view(),
+        peer: Arc::new(CallPeer {
+            session: Arc::clone(session),
+            outlet,
+        }),
+        session: session.id.clone(),
+    };
+    let response = run_call(gateway, ctx, request, cancel).await;
+    if let Some(r) = &response {
+        session.note_outcome(request, r);
+    }
+    response
+}
+
+/// The `initialize` of a legacy client: the negotiated revision and its view.
+pub fn negotiate(request: &Message) -> Result<ClientView, ErrorObject> {
+    let requested = request.params_str(&["protocolVersion"]).ok_or_else(|| {
+        ErrorObject::new(
+            ErrorCode::InvalidParams,
+            "initialize needs params.protocolVersion (a string such as \"2025-11-25\")",
+        )
+    })?;
+    let legacy: Vec<_> = manifold_wire::Revision::legacy().collect();
+    let revision = manifold_wire::revision::legacy_server_answer(&requested, &legacy);
+    let capabilities = request
+        .params_raw(&["capabilities"])
+        .filter(|c| c.trim_start().starts_with('{'))
+        .unwrap_or("{}")
+        .to_owned();
+    Ok(ClientView {
+        revision,
+        capabilities,
+        info: request.params_raw(&["clientInfo"]).map(str::to_owned),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manifold_wire::Revision;
+
+    fn session() -> Arc<ClientSession> {
+        Arc::new(ClientSession::new(
+            ClientView {
+                revision: Revision::V2025_11_25,
+                capabilities: "{}".to_owned(),
+                info: None,
+            },
+            None,
+            "mf-test".to_owned(),
+            2,
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_server_request_is_answered_by_the_clients_response() {
+        let s = session();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&sent);
+        let answer = s.ask("elicitation/create", Some("{}".to_owned()), move |m| {
+            lock(&sink).push(m.clone());
+            true
+        });
+        let request = lock(&sent)[0].clone();
+        assert_eq!(request.id(), Some(&Id::from("mf-test-1")));
+        assert!(s.answer(&Message::result(
+            request.id().unwrap(),
+            r#"{"action":"accept"}"#
+        )));
+        assert_eq!(answer.await.unwrap(), r#"{"action":"accept"}"#);
+        assert!(!s.answer(&Message::result(&Id::from("mf-test-1"), "{}")));
+    }
+
+    #[tokio::test]
+    async fn an_undeliverable_server_request_fails_at_once() {
+        let s = session();
+        let e = s.ask("roots/list", None, |_| false).await.unwrap_err();
+        assert!(e.message.contains("cannot reach the client"), "{e}");
+        assert!(!s.busy());
+    }
+
+    #[tokio::test]
+    async fn unanswered_server_requests_are_bounded() {
+        let s = session();
+        let waiting: Vec<_> = (0..MAX_PENDING_SERVER_REQUESTS)
+            .map(|_| s.ask("roots/list", None, |_| true))
+            .collect();
+        let e = s.ask("roots/list", None, |_| true).await.unwrap_err();
+        assert_eq!(e.code, -32006);
+        drop(waiting);
+        assert!(!s.busy(), "giving up on a request forgets it");
+    }
+
+    #[test]
+    fn in_flight_requests_are_bounded_unique_and_cancellable() {
+        let s = session();
+        let t = s.begin(&Id::Num(1)).unwrap();
+        assert_eq!(s.begin(&Id::Num(1)).unwrap_err().code, -32600);
+        s.begin(&Id::Num(2)).unwrap();
+        assert_eq!(s.begin(&Id::Num(3)).unwrap_err().code, -32006);
+        s.cancel_from(Some(r#"{"requestId":1,"reason":"user"}"#));
+        assert!(t.is_cancelled());
+    }
+
+    #[test]
+    fn subscriptions_and_levels_follow_successful_requests_only() {
+        let s = session();
+        let sub = Message::request(
+            &Id::Num(1),
+            "resources/subscribe",
+            Some(r#"{"uri":"a+x://1"}"#),
+        );
+        s.note_outcome(
+            &sub,
+            &Message::error(
+                Some(Id::Num(1)),
+                &ErrorObject::new(ErrorCode::MethodNotFound, "no"),
+            ),
+        );
+        let updated = GatewayEvent::ResourceUpdated {
+            uri: "a+x://1".to_owned(),
+        };
+        assert!(s.event_message(&updated).is_none());
+        s.note_outcome(&sub, &Message::result(&Id::Num(1), "{}"));
+        assert!(s.event_message(&updated).is_some());
+        let level = Message::request(
+            &Id::Num(2),
+            "logging/setLevel",
+            Some(r#"{"level":"error"}"#),
+        );
+        s.note_outcome(&level, &Message::result(&Id::Num(2), "{}"));
+        let log = GatewayEvent::Log {
+            server: "a".to_owned(),
+            params: r#"{"level":"info"}"#.to_owned(),
+        };
+        assert!(s.event_message(&log).is_none());
+    }
+
+    struct Collect(Mutex<Vec<String>>);
+
+    impl Outlet for Collect {
+        fn send(&self, message: &Message) -> bool {
+            lock(&self.0).push(message.method().unwrap_or_default().to_owned());
+            true
+        }
+    }
+
+    #[test]
+    fn a_modern_call_hears_log_lines_only_at_or_above_its_requested_level() {
+        let log = |level: &str| {
+            Message::notification(
+                "notifications/message",
+                Some(&format!(r#"{{"level":"{level}","data":"x"}}"#)),
+            )
+        };
+        let progress = Message::notification(
+            "notifications/progress",
+            Some(r#"{"progressToken":1,"progress":1}"#),
+        );
+        let quiet = Arc::new(Collect(Mutex::new(Vec::new())));
+        let peer = ModernPeer {
+            outlet: quiet.clone(),
+            log_level: None,
+        };
+        peer.notify(log("error"));
+        peer.notify(progress.clone());
+        assert_eq!(
+            *lock(&quiet.0),
+            ["notifications/progress"],
+            "no logLevel, no log lines"
+        );
+        let warned = Arc::new(Collect(Mutex::new(Vec::new())));
+        let peer = ModernPeer {
+            outlet: warned.clone(),
+            log_level: Some(LogLevel::Warning),
+        };
+        peer.notify(log("info"));
+        peer.notify(log("error"));
+        assert_eq!(*lock(&warned.0), ["notifications/message"]);
+        assert!(
+            peer.request("roots/list", None).is_none(),
+            "no server requests in the modern era"
+        );
+    }
+
+    #[test]
+    fn initialize_negotiates_and_keeps_capabilities() {
+        let init = Message::request(
+            &Id::Num(1),
+            "initialize",
+            Some(
+                r#"{"protocolVersion":"2025-03-26","capabilities":{"roots":{}},"clientInfo":{"name":"x","version":"1"}}"#,
+            ),
+        );
+        let v = negotiate(&init).unwrap();
+        assert_eq!(v.revision, Revision::V2025_03_26);
+        assert_eq!(v.capabilities, r#"{"roots":{}}"#);
+        let newer = Message::request(
+            &Id::Num(1),
+            "initialize",
+            Some(r#"{"protocolVersion":"2099-01-01"}"#),
+        );
+        assert_eq!(negotiate(&newer).unwrap().revision, Revision::V2025_11_25);
+        assert!(negotiate(&Message::request(&Id::Num(1), "initialize", Some("{}"))).is_err());
+    }
+}

@@ -1,0 +1,37 @@
+//! How one server is set up: where it listens, who may reach it, which key seals its sessions,
+//! and its bounds.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::allow::{HostPattern, OriginPattern};
+use crate::limits::Limits;
+use crate::session_key::SessionKey;
+
+/// Settings of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Where to listen (port 0: any free port; read it back from `BoundServer::local_addr`).
+    pub listen: SocketAddr,
+    /// `Origin` values allowed (requests without `Origin` always are). Default: loopback
+    /// origins, any port. A request with another `Origin` gets 403.
+    pub allowed_origins: Vec<OriginPattern>,
+    /// `Host` values allowed besides the listen address itself. Default: loopback names. A
+    /// request with another `Host` gets 403.
+    pub allowed_hosts: Vec<HostPattern>,
+    /// Seals legacy session state into session ids.
+    pub session_key: SessionKey,
+    pub limits: Limits,
+}
+
+impl ServerSettings {
+    /// Defaults around a key: 127.0.0.1, a free port, loopback origins and hosts.
+    pub fn new(session_key: SessionKey) -> ServerSettings {
+        ServerSettings {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            allowed_origins: OriginPattern::loopback(),
+            allowed_hosts: HostPattern::loopback(),
+            session_key,
+            limits: Limits::default(),
+        }
+    }
+}
