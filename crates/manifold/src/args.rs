@@ -59,6 +59,21 @@ pub enum Command {
         #[arg(long = "arg", value_name = "KEY=VALUE")]
         args: Vec<String>,
     },
+    /// Run the gateway: one MCP endpoint (Streamable HTTP at /mcp, legacy SSE at /sse) in front of every configured server.
+    Serve {
+        /// The configuration file (default: ./manifold.toml if present, else built-in tools only).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+        /// Where to listen, e.g. 127.0.0.1:7391 (default: gateway.listen).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// Run the gateway for one client over stdin/stdout (for clients that launch a command).
+    Stdio {
+        /// The configuration file (default: ./manifold.toml if present).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+    },
     /// Validate a configuration file and report every problem with its file, line and field.
     Check {
         /// The configuration file (default: ./manifold.toml).

@@ -6,7 +6,9 @@
 mod args;
 mod client;
 mod config_commands;
+mod gateway_config;
 mod report;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -74,6 +76,8 @@ fn main() -> ExitCode {
                 json_args,
             } => client::call(target, args, json_args.as_deref()).await,
             Command::Read { target } => client::read(target).await,
+            Command::Serve { config, listen } => serve::serve(config.as_deref(), *listen).await,
+            Command::Stdio { config } => serve::stdio(config.as_deref()).await,
             Command::Check { config } => config_commands::check(config.as_deref()),
             Command::Import { file } => config_commands::import(file),
             Command::Prompt { target, args } => client::prompt(target, args).await,

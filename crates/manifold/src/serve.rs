@@ -1,0 +1,184 @@
+//! `manifold serve` and `manifold stdio`: the gateway, from configuration to a listening endpoint.
+//!
+//! Loads the configuration (or runs with built-in tools only when there is none), starts the core
+//! with every upstream under supervision, and puts it behind Streamable HTTP and legacy SSE
+//! (`serve`) or behind this process's stdin/stdout (`stdio`). stdout carries protocol bytes only
+//! in `stdio` mode; everything else goes to stderr.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use manifold_config::Config;
+use manifold_gateway::Gateway;
+use manifold_server::{HostPattern, OriginPattern, Server, ServerSettings, SessionKey};
+
+use crate::config_commands::config_path;
+use crate::gateway_config::{gateway_settings, upstream_definitions};
+use crate::report::{CliError, Outcome};
+
+/// How long `serve` waits for upstreams' first start before it begins answering anyway.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
+/// The file that holds a generated session key, inside the data directory.
+pub const SESSION_KEY_FILE: &str = "session.key";
+
+/// The configuration to run with, and where it came from.
+fn load(given: Option<&Path>) -> Result<(Config, Option<PathBuf>), CliError> {
+    match config_path(given) {
+        Some(path) => {
+            let config = Config::load(&path).map_err(|errors| {
+                CliError::usage(format!("{} is not valid:\n{errors}", path.display()))
+            })?;
+            Ok((config, Some(path)))
+        }
+        None => {
+            let config = Config::from_str("", "built-in defaults").map_err(|errors| {
+                CliError::usage(format!(
+                    "the built-in defaults could not be loaded:\n{errors}"
+                ))
+            })?;
+            Ok((config, None))
+        }
+    }
+}
+
+/// Starts the core and waits (bounded) for the upstreams' first start; refuses a name collision.
+async fn start_gateway(config: &Config) -> Result<Gateway, CliError> {
+    let gateway = Gateway::start(gateway_settings(config), upstream_definitions(config));
+    gateway.wait_started(STARTUP_WAIT).await;
+    if let Some(collision) = gateway.catalog_error() {
+        gateway.shutdown().await;
+        return Err(CliError::usage(format!("refusing to start: {collision}")));
+    }
+    Ok(gateway)
+}
+
+fn session_key(config: &Config) -> Result<SessionKey, CliError> {
+    match &config.gateway.session_key {
+        Some(k) => {
+            let key = SessionKey::from_bytes(k.key.expose())
+                .map_err(|e| CliError::usage(format!("gateway.session_key: {e}")))?;
+            match &k.id {
+                Some(id) => key
+                    .with_id(id)
+                    .map_err(|e| CliError::usage(format!("gateway.session_key_id: {e}"))),
+                None => Ok(key),
+            }
+        }
+        None => {
+            let path = config.gateway.data_dir.join(SESSION_KEY_FILE);
+            SessionKey::load_or_create(&path).map_err(|e| {
+                CliError::with_hint(
+                    format!(
+                        "could not read or create the session key at {}: {e}",
+                        path.display()
+                    ),
+                    "set gateway.data_dir to a writable directory, or gateway.session_key",
+                )
+            })
+        }
+    }
+}
+
+fn server_settings(config: &Config, listen: SocketAddr) -> Result<ServerSettings, CliError> {
+    let mut settings = ServerSettings::new(session_key(config)?);
+    settings.listen = listen;
+    settings.allowed_origins = config
+        .gateway
+        .allowed_origins
+        .iter()
+        .filter_map(|p| OriginPattern::parse(p.as_str()))
+        .collect();
+    settings.allowed_hosts = config
+        .gateway
+        .allowed_hosts
+        .iter()
+        .filter_map(|p| HostPattern::parse(p.as_str()))
+        .collect();
+    Ok(settings)
+}
+
+/// `manifold serve [--config FILE] [--listen ADDR]`.
+pub async fn serve(given: Option<&Path>, listen: Option<SocketAddr>) -> Result<Outcome, CliError> {
+    let (config, source) = load(given)?;
+    let listen = listen.unwrap_or(config.gateway.listen);
+    if !listen.ip().is_loopback() {
+        return Err(CliError::with_hint(
+            format!(
+                "refusing to listen on {listen}: it is reachable from other machines, and authentication is not available yet"
+            ),
+            "listen on 127.0.0.1 (the default) and put an authenticating proxy in front",
+        ));
+    }
+    let gateway = start_gateway(&config).await?;
+    let server = Server::bind(server_settings(&config, listen)?, gateway.clone())
+        .await
+        .map_err(|e| {
+            CliError::with_hint(
+                format!("could not listen on {listen}: {e}"),
+                "is another process using that port? pass --listen 127.0.0.1:PORT",
+            )
+        })?;
+    let url = format!("http://{}/mcp", server.local_addr());
+    match &source {
+        Some(path) => eprintln!(
+            "Manifold is serving {} server(s) from {} at {url}",
+            config.servers.len(),
+            path.display()
+        ),
+        None => {
+            eprintln!("Manifold is serving its built-in tools at {url} (no manifold.toml here).");
+            eprintln!(
+                "Point any MCP client at that URL. To add a server, write a manifold.toml such as:\n"
+            );
+            eprintln!(
+                "  [servers.everything]\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-everything\", \"stdio\"]\n"
+            );
+            eprintln!(
+                "or convert a client's file: manifold import ~/.cursor/mcp.json > manifold.toml"
+            );
+        }
+    }
+    // stdout gets the URL alone, so scripts can read it.
+    println!("{url}");
+    wait_for_signal().await;
+    eprintln!("Manifold is shutting down");
+    server.shutdown().await;
+    gateway.shutdown().await;
+    Ok(Outcome::Success)
+}
+
+/// `manifold stdio [--config FILE]`.
+pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
+    let (config, _) = load(given)?;
+    let gateway = start_gateway(&config).await?;
+    let outcome =
+        manifold_server::serve_stdio(gateway.clone(), tokio::io::stdin(), tokio::io::stdout())
+            .await;
+    gateway.shutdown().await;
+    outcome
+        .map(|()| Outcome::Success)
+        .map_err(|e| CliError::usage(format!("the stdio connection failed: {e}")))
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

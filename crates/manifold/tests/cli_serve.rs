@@ -1,0 +1,152 @@
+//! `manifold serve` and `manifold stdio` end to end: the binary in front of real stdio servers,
+//! reached by the binary's own client over Streamable HTTP (both eras) and over stdio.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
+
+struct Serving {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("manifold-cli-serve-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn config(dir: &std::path::Path) -> std::path::PathBuf {
+    let peer = manifold_testkit::test_peer().unwrap();
+    let path = dir.join("manifold.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n[servers.peer]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
+            dir.join("data").display(),
+            peer.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn serve(dir: &std::path::Path, args: &[&str]) -> Serving {
+    let mut child = Command::new(MANIFOLD)
+        .arg("serve")
+        .args(args)
+        .current_dir(dir)
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url:?}"
+    );
+    Serving { child, url }
+}
+
+fn client(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(MANIFOLD).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn serve_puts_configured_servers_behind_one_url_for_both_eras() {
+    let dir = temp_dir("both");
+    let cfg = config(&dir);
+    let s = serve(&dir, &["--config", cfg.to_str().unwrap()]);
+    for era in ["legacy", "modern"] {
+        let (code, out, err) = client(&[
+            "call",
+            &s.url,
+            "peer__echo",
+            "--arg",
+            "message=hello",
+            "--era",
+            era,
+        ]);
+        assert_eq!((code, out.trim()), (0, "hello"), "era {era}: {err}");
+    }
+    let (code, out, _) = client(&["list", "tools", &s.url]);
+    assert_eq!(code, 0);
+    let names: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        &names[..3],
+        [
+            "manifold_health",
+            "manifold_search_tools",
+            "manifold_call_tool"
+        ]
+    );
+    assert!(names.contains(&"peer__add"), "{names:?}");
+}
+
+#[test]
+fn serve_without_configuration_offers_the_built_in_tools() {
+    let dir = temp_dir("empty");
+    let s = serve(&dir, &["--listen", "127.0.0.1:0"]);
+    let (code, out, err) = client(&["call", &s.url, "manifold_health", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["structuredContent"]["status"], "healthy");
+    assert_eq!(v["structuredContent"]["upstreams"], serde_json::json!([]));
+}
+
+#[test]
+fn serve_refuses_to_listen_beyond_this_machine_without_authentication() {
+    let dir = temp_dir("public");
+    let out = Command::new(MANIFOLD)
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .current_dir(&dir)
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to listen on 0.0.0.0"), "{err}");
+}
+
+#[test]
+fn stdio_mode_serves_one_client_over_stdin_and_stdout() {
+    let dir = temp_dir("stdio");
+    let cfg = config(&dir);
+    let (code, out, err) = client(&[
+        "call",
+        "peer__echo",
+        "--arg",
+        "message=over-stdio",
+        "--",
+        MANIFOLD,
+        "stdio",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert_eq!((code, out.trim()), (0, "over-stdio"), "{err}");
+}
