@@ -188,10 +188,7 @@ impl Gateway {
     }
 
     fn server_info(&self) -> String {
-        format!(
-            r#"{{"name":"manifold","title":"Manifold MCP gateway","version":"{}"}}"#,
-            env!("CARGO_PKG_VERSION")
-        )
+        server_info_json()
     }
 
     fn instructions_json(&self) -> String {
@@ -337,6 +334,14 @@ async fn keep_catalog(
             }
         }
     }
+}
+
+/// Manifold's name and version, as `serverInfo` (raw JSON).
+pub fn server_info_json() -> String {
+    format!(
+        r#"{{"name":"manifold","title":"Manifold MCP gateway","version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// A notification message for a gateway event, as a client receives it.

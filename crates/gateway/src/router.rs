@@ -284,6 +284,23 @@ impl Gateway {
                 ),
             );
         };
+        let subscribing = matches!(
+            request.method(),
+            Some("resources/subscribe" | "resources/unsubscribe")
+        );
+        let upstream_modern = self
+            .upstream(&server)
+            .and_then(|u| u.peer_info())
+            .is_some_and(|i| i.era == Era::Modern);
+        if subscribing && upstream_modern {
+            // The stateless era removed resources/subscribe; the subscription is the client's
+            // own with Manifold. Updates from such an upstream need subscriptions/listen upstream,
+            // which Manifold does not open yet.
+            return match id {
+                Some(id) => Message::result(id, &finish(ctx, "{}".to_owned())),
+                None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
+            };
+        }
         let outgoing = match request.patch(Part::Params, path, &json_string(&original)) {
             Ok(m) => m,
             Err(e) => {
@@ -483,6 +500,25 @@ impl Gateway {
                 server: server.to_owned(),
                 detail: format!("could not forward: {e}"),
             })?;
+            // A modern server logs only when a request names a level. A legacy client's server
+            // would log at will, so its calls ask for everything; the client's own level (set
+            // with logging/setLevel) filters what reaches it.
+            if !modern_client
+                && patch::get(&params, &["_meta", manifold_wire::meta::LOG_LEVEL])
+                    .ok()
+                    .flatten()
+                    .is_none()
+            {
+                params = patch::set(
+                    &params,
+                    &["_meta", manifold_wire::meta::LOG_LEVEL],
+                    "\"debug\"",
+                )
+                .map_err(|e| UpstreamError::Protocol {
+                    server: server.to_owned(),
+                    detail: format!("could not forward: {e}"),
+                })?;
+            }
         }
         for _ in 0..=MAX_INPUT_ROUNDS {
             let (catcher, questions) = QuestionCatcher::new(Arc::clone(&ctx.peer));
@@ -670,14 +706,18 @@ fn reply(
     }
 }
 
-/// Adds `resultType` for modern clients when the upstream (a legacy server) did not.
+/// For modern clients: `resultType` when the upstream (a legacy server) gave none, and Manifold's
+/// own `serverInfo` in `_meta`, as the 2026-07-28 revision asks of every result.
 fn finish(ctx: &RequestContext, raw: String) -> String {
-    if ctx.client.revision.era() != Era::Modern
-        || patch::get(&raw, &["resultType"]).ok().flatten().is_some()
-    {
+    if ctx.client.revision.era() != Era::Modern {
         return raw;
     }
-    patch::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw)
+    let mut raw = raw;
+    if patch::get(&raw, &["resultType"]).ok().flatten().is_none() {
+        raw = patch::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw);
+    }
+    let info = crate::gateway::server_info_json();
+    patch::set(&raw, &["_meta", manifold_wire::meta::SERVER_INFO], &info).unwrap_or(raw)
 }
 
 /// The client's declared capabilities (raw JSON object) restricted to the top-level ones the

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use manifold_upstream::paginate::ListKind;
 use manifold_upstream::{
-    CallOptions, ConnectOptions, Connection, EraChoice, PeerInfo, ServerRequestHandler, Target,
-    connect,
+    CallEvent, CallOptions, ConnectOptions, Connection, EraChoice, PeerInfo, ServerRequestHandler,
+    Target, connect,
 };
 use manifold_wire::{Message, meta};
 use serde_json::value::RawValue;
@@ -358,6 +358,47 @@ pub fn backoff(policy: &RestartPolicy, failures: u32) -> Duration {
     capped + Duration::from_millis(jitter)
 }
 
+/// How long a `subscriptions/listen` stream may stay open (it is meant to stay open).
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// For a modern upstream that announces list changes, opens the `subscriptions/listen` stream the
+/// 2026-07-28 revision uses instead of unsolicited notifications.
+async fn listen_for_changes(conn: &Connection, info: &PeerInfo) -> Option<manifold_upstream::Call> {
+    if info.era != manifold_wire::Era::Modern {
+        return None;
+    }
+    let announces = |cap: &str| {
+        manifold_wire::patch::get(&info.capabilities, &[cap, "listChanged"])
+            .ok()
+            .flatten()
+            .is_some_and(|v| v.trim() == "true")
+    };
+    let params = format!(
+        r#"{{"notifications":{{"toolsListChanged":{},"promptsListChanged":{},"resourcesListChanged":{}}}}}"#,
+        announces("tools"),
+        announces("prompts"),
+        announces("resources")
+    );
+    if !(announces("tools") || announces("prompts") || announces("resources")) {
+        return None;
+    }
+    let options = CallOptions {
+        timeout: LISTEN_TIMEOUT,
+        reset_on_progress: false,
+        max_total: None,
+    };
+    match conn
+        .request("subscriptions/listen", Some(&params), options)
+        .await
+    {
+        Ok(call) => Some(call),
+        Err(e) => {
+            tracing::debug!(server = %conn.server(), error = %e, "could not listen for list changes");
+            None
+        }
+    }
+}
+
 /// Resolves once shutdown is asked for (the watch guard is dropped before returning).
 async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
@@ -401,6 +442,7 @@ pub async fn supervise(
                 tracing::info!(server = %def.name, era = ?info.era, revision = %info.revision, "upstream is up");
                 let _ = events.send(UpstreamEvent::CatalogChanged);
                 let mut notes = conn.take_notifications();
+                let mut listening = listen_for_changes(&conn, &info).await;
                 let cause = loop {
                     let note = async {
                         match notes.as_mut() {
@@ -408,7 +450,26 @@ pub async fn supervise(
                             None => futures::future::pending().await,
                         }
                     };
+                    let heard = async {
+                        match listening.as_mut() {
+                            Some(call) => match call.next().await {
+                                Some(Ok(CallEvent::Notification(n))) => Some(n),
+                                // The stream ended or failed: stop listening, keep serving.
+                                _ => None,
+                            },
+                            None => futures::future::pending().await,
+                        }
+                    };
                     tokio::select! {
+                        n = heard => match n {
+                            Some(n) => {
+                                if let Some(kinds) = lists_changed_by(n.method().unwrap_or_default()) {
+                                    upstream.reload(&conn, &info, kinds).await;
+                                    let _ = events.send(UpstreamEvent::CatalogChanged);
+                                }
+                            }
+                            None => listening = None,
+                        },
                         cause = conn.closed() => break cause,
                         _ = stopped(&mut shutdown) => {
                             conn.close().await;

@@ -713,6 +713,18 @@ fn route_notification(inner: &Arc<Inner>, message: Message, related: Option<Id>)
         }
         return;
     }
+    // A log line over stdio carries no request id; with exactly one call in flight it can only
+    // belong to that call (the rule server requests follow too).
+    let related = related.or_else(|| {
+        (method == meta::method::MESSAGE)
+            .then(|| {
+                let t = lock(&inner.tables);
+                (t.pending.len() == 1)
+                    .then(|| t.pending.keys().next().cloned())
+                    .flatten()
+            })
+            .flatten()
+    });
     if let Some(id) = related {
         let t = lock(&inner.tables);
         if let Some(p) = t.pending.get(&id) {

@@ -366,7 +366,11 @@ impl Outlet for PostOutlet {
         if !self.json_only {
             return self.log.push(message.as_str());
         }
-        if message.kind() == Kind::Request
+        // A plain-JSON reply cannot carry anything before the answer: server requests and log
+        // lines go to the session's GET stream when one is open; progress has nowhere to go.
+        let movable = message.kind() == Kind::Request
+            || message.method() == Some(manifold_wire::meta::method::MESSAGE);
+        if movable
             && let Some(standalone) = self.session.upgrade().and_then(|s| s.attached_standalone())
         {
             return standalone.push(message.as_str());
