@@ -350,7 +350,8 @@ impl Message {
             None => return Err(fault(FaultKind::MissingVersion)),
             Some("\"2.0\"") => {}
             Some(other) => {
-                if serde_json::from_str::<&str>(other).ok() != Some("2.0") {
+                // Owned, so that an escaped spelling such as "2\u002e0" is read as what it says.
+                if serde_json::from_str::<String>(other).ok().as_deref() != Some("2.0") {
                     return Err(fault(FaultKind::WrongVersion(
                         other.chars().take(64).collect(),
                     )));
@@ -659,6 +660,21 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(kind_of(text).as_ref(), Err(want), "for {text}");
         }
+    }
+
+    #[test]
+    fn escaped_spellings_of_the_envelope_are_read_as_written() {
+        // "2\u002e0" is the string "2.0"; it used to be refused as a wrong version because the
+        // check borrowed the string, which fails whenever the JSON text holds an escape.
+        let text = r#"{"json\u0072pc":"2\u002e0","\u0069d":"\u0041","method":"m\/x"}"#;
+        let m = Message::decode_str(text).unwrap();
+        assert_eq!(m.kind(), Kind::Request);
+        assert_eq!(m.id(), Some(&Id::from("A")));
+        assert_eq!(m.method(), Some("m/x"));
+        assert_eq!(
+            kind_of(r#"{"jsonrpc":"2\u002e1","id":1,"method":"x"}"#),
+            Err(FaultKind::WrongVersion(r#""2\u002e1""#.into()))
+        );
     }
 
     #[test]

@@ -58,8 +58,9 @@ impl LineFramer {
                     self.scanned = 0;
                     return None;
                 }
-                // A line may end with "\r" still waiting for its "\n": allow that one byte.
-                if self.buf.len() > self.max + 1 {
+                // A line may end with "\r" still waiting for its "\n": allow that one byte
+                // (saturating, so that a limit of usize::MAX means "no limit").
+                if self.buf.len() > self.max.saturating_add(1) {
                     let seen = self.buf.len();
                     self.buf.clear();
                     self.scanned = 0;
@@ -183,6 +184,17 @@ mod tests {
         let mut f = LineFramer::new(4);
         f.push(b"1234\r\n");
         assert_eq!(drain(&mut f), vec![line("1234")]);
+    }
+
+    #[test]
+    fn the_largest_limit_does_not_overflow() {
+        // `usize::MAX + 1` used to overflow: a panic in debug builds, and in release a limit
+        // of 0 that reported every unfinished line as too long.
+        let mut f = LineFramer::new(usize::MAX);
+        f.push(b"{\"a\":");
+        assert_eq!(drain(&mut f), vec![]);
+        f.push(b"1}\n");
+        assert_eq!(drain(&mut f), vec![line("{\"a\":1}")]);
     }
 
     #[test]

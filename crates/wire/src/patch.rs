@@ -340,4 +340,27 @@ mod tests {
         let with_meta = bare.with_progress_token("3").unwrap();
         assert_eq!(with_meta.params(), Some(r#"{"_meta":{"progressToken":3}}"#));
     }
+
+    #[test]
+    fn a_patch_that_nests_past_the_depth_guard_is_refused() {
+        // A value at the replacement limit of 128 levels, set two objects down inside params,
+        // used to give an Ok message whose own text no longer decoded (TooDeep).
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let m =
+            Message::decode_str(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}"#).unwrap();
+        let err = m
+            .patch(Part::Params, &["a", "b"], &deep(MAX_JSON_DEPTH))
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            PatchError::Broken(Fault {
+                kind: crate::envelope::FaultKind::TooDeep { .. },
+                ..
+            })
+        ));
+        let fits = m
+            .patch(Part::Params, &["a", "b"], &deep(MAX_JSON_DEPTH - 3))
+            .unwrap();
+        assert_eq!(Message::decode_str(fits.as_str()).unwrap(), fits);
+    }
 }

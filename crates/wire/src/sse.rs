@@ -10,6 +10,9 @@ use std::fmt::Write as _;
 /// The largest event accepted by default (16 MiB of field data).
 pub const DEFAULT_MAX_EVENT: usize = 16 * 1024 * 1024;
 
+/// The UTF-8 byte order mark a stream may open with.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// One dispatched event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SseEvent {
@@ -132,23 +135,24 @@ impl SseParser {
 
     /// Feeds bytes read from the stream.
     pub fn push(&mut self, data: &[u8]) {
-        let mut data = data;
-        if self.at_start && !data.is_empty() {
-            // A UTF-8 byte order mark may open the stream; it can only be judged once 3 bytes are in.
-            let mut head = self.line.clone();
-            head.extend_from_slice(data.get(..3.min(data.len())).unwrap_or_default());
-            if head.len() >= 3 || !b"\xEF\xBB\xBF".starts_with(&head) {
-                self.at_start = false;
-                if head.starts_with(b"\xEF\xBB\xBF") {
-                    let skip = 3 - self.line.len();
-                    self.line.clear();
-                    data = data.get(skip..).unwrap_or_default();
-                }
-            } else {
-                self.line.extend_from_slice(data);
+        if self.at_start {
+            // A UTF-8 byte order mark may open the stream; it can only be judged once 3 bytes are
+            // in, so the first bytes wait in `line` until then.
+            self.line.extend_from_slice(data);
+            if self.line.len() < BOM.len() && BOM.starts_with(&self.line) {
                 return;
             }
+            self.at_start = false;
+            let held = std::mem::take(&mut self.line);
+            // The held bytes go through the same path as any others, so where the reads were
+            // cut cannot change what is parsed.
+            self.feed(held.strip_prefix(BOM).unwrap_or(&held));
+            return;
         }
+        self.feed(data);
+    }
+
+    fn feed(&mut self, data: &[u8]) {
         for &b in data {
             match b {
                 b'\n' if self.after_cr => self.after_cr = false,
@@ -240,6 +244,11 @@ impl SseParser {
                 p.touched = true;
             }
             _ => {}
+        }
+        // Invalid UTF-8 is replaced by U+FFFD (three bytes for one), so a line that fitted as
+        // bytes can still push the event's text past the limit.
+        if self.pending.size > self.max_event {
+            self.fail_event();
         }
     }
 }
@@ -340,6 +349,31 @@ mod tests {
         p.push(priming.encode().as_bytes());
         assert_eq!(p.next_event(), Some(Ok(priming)));
         p.push(encode_comment("ping").as_bytes());
+        assert_eq!(p.next_event(), None);
+    }
+
+    #[test]
+    fn bytes_held_while_judging_a_byte_order_mark_count_against_the_limit() {
+        // Found by the sse fuzz target: "\xEF" alone waited for the BOM decision outside the
+        // size check, so a split read let a line pass that one read refused.
+        let mut whole = SseParser::new(0);
+        whole.push(b"\xEF\n");
+        let mut split = SseParser::new(0);
+        split.push(b"\xEF");
+        split.push(b"\n");
+        let whole: Vec<_> = std::iter::from_fn(|| whole.next_event()).collect();
+        let split: Vec<_> = std::iter::from_fn(|| split.next_event()).collect();
+        assert_eq!(whole, vec![Err(SseFault::TooLarge { limit: 0 })]);
+        assert_eq!(split, whole);
+    }
+
+    #[test]
+    fn data_that_grows_when_invalid_utf8_is_replaced_still_obeys_the_limit() {
+        // 5 invalid bytes fit a 10-byte limit as bytes but become 15 bytes of U+FFFD.
+        let mut p = SseParser::new(10);
+        p.push(b"data:\xff\xff\xff\xff\xff\n\ndata: ok\n\n");
+        assert_eq!(p.next_event(), Some(Err(SseFault::TooLarge { limit: 10 })));
+        assert_eq!(p.next_event(), Some(Ok(SseEvent::message("ok"))));
         assert_eq!(p.next_event(), None);
     }
 
