@@ -84,14 +84,20 @@ fn notes(config: &Config) -> Vec<String> {
     let mut notes = Vec::new();
     let g = &config.gateway;
     if !g.listens_on_loopback_only() {
+        let mut hosts: Vec<String> = g
+            .allowed_hosts
+            .patterns()
+            .iter()
+            .map(|h| h.as_str().to_owned())
+            .collect();
+        // The listen address counts only when it is one a client can name (not 0.0.0.0 or ::).
+        if g.allowed_hosts.includes_listen_address() && !g.listen.ip().is_unspecified() {
+            hosts.push(g.listen.ip().to_string());
+        }
         notes.push(format!(
             "listening on {} accepts connections from other machines; allowed_hosts is {}",
             g.listen,
-            g.allowed_hosts
-                .iter()
-                .map(|h| h.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            hosts.join(", ")
         ));
     }
     if g.allowed_origins.iter().any(|o| o.as_str() == "*") {

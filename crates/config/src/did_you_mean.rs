@@ -1,36 +1,19 @@
-//! "Did you mean" suggestions for misspelled keys and values: a typo'd key is an error, and the
-//! error is far more useful when it names the key the user probably meant.
+//! "Did you mean" for misspelled keys and values: a typo'd key is an error, and the error is far
+//! more useful when it names the key the user probably meant. The matching is manifold-suggest's;
+//! this module holds the file's tolerance.
 
-/// The candidate closest to `word` by edit distance (ignoring case), if it is close enough to be
-/// a plausible typo.
+use manifold_suggest::Tolerance;
+
+/// Keys and choices are lower-case words whose case means nothing ("Transport" is a typo of
+/// "transport"), and most are short, so a short word may be only one edit off.
+const KEYS_AND_CHOICES: Tolerance = Tolerance {
+    ignore_case: true,
+    min_edits: 1,
+};
+
+/// The candidate closest to `word`, if it is close enough to be a plausible typo.
 pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let word = word.to_ascii_lowercase();
-    let limit = (word.chars().count() / 3).max(1);
-    candidates
-        .iter()
-        .map(|c| (edit_distance(&word, &c.to_ascii_lowercase()), *c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut row = Vec::with_capacity(b.len() + 1);
-        row.push(i + 1);
-        for (j, cb) in b.iter().enumerate() {
-            // The rows are b.len() + 1 long, so these lookups always succeed.
-            let diagonal = previous.get(j).copied().unwrap_or(0) + usize::from(ca != *cb);
-            let up = previous.get(j + 1).copied().unwrap_or(0) + 1;
-            let left = row.get(j).copied().unwrap_or(0) + 1;
-            row.push(diagonal.min(up).min(left));
-        }
-        previous = row;
-    }
-    previous.last().copied().unwrap_or(0)
+    manifold_suggest::closest(word, candidates.iter().copied(), KEYS_AND_CHOICES)
 }
 
 #[cfg(test)]
@@ -48,9 +31,9 @@ mod tests {
     }
 
     #[test]
-    fn distance_is_levenshtein() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("abc", "abc"), 0);
+    fn a_short_word_may_be_one_edit_off_only() {
+        let keys = ["url", "env"];
+        assert_eq!(closest("urk", &keys), Some("url"));
+        assert_eq!(closest("uxk", &keys), None);
     }
 }

@@ -24,7 +24,7 @@ pub mod settings;
 mod toml_text;
 pub mod tool_filter;
 
-pub use allowlist::{HostPattern, OriginPattern};
+pub use allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use check::{check, check_report};
 pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};

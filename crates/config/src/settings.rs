@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use crate::allowlist::{HostPattern, OriginPattern};
+use crate::allowlist::{HostAllowlist, OriginPattern, origin_allowed};
 use crate::secret::Secret;
 
 /// Manifold's default port: fixed, so clients can be configured once.
@@ -61,7 +61,7 @@ pub struct GatewaySettings {
     /// own rule), which some clients refuse.
     pub strict_names: bool,
     pub allowed_origins: Vec<OriginPattern>,
-    pub allowed_hosts: Vec<HostPattern>,
+    pub allowed_hosts: HostAllowlist,
     pub discovery: Discovery,
     pub session_key: Option<SessionKey>,
     pub data_dir: PathBuf,
@@ -70,12 +70,12 @@ pub struct GatewaySettings {
 impl GatewaySettings {
     /// Whether a request's `Origin` header is allowed.
     pub fn origin_allowed(&self, origin: &str) -> bool {
-        self.allowed_origins.iter().any(|p| p.matches(origin))
+        origin_allowed(&self.allowed_origins, Some(origin))
     }
 
-    /// Whether a request's `Host` header is allowed.
+    /// Whether a request's `Host` header is allowed by a server bound to `listen`.
     pub fn host_allowed(&self, host: &str) -> bool {
-        self.allowed_hosts.iter().any(|p| p.matches(host))
+        self.allowed_hosts.allows(Some(host), self.listen)
     }
 
     /// Whether only this machine can connect.

@@ -23,12 +23,20 @@ pub(crate) fn toml_string(s: &str) -> String {
     out
 }
 
+/// Whether TOML allows `k` as a bare key (`A-Za-z0-9_-`, not empty).
+pub(crate) fn is_bare_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// A key, bare when TOML allows it.
 pub(crate) fn toml_key(k: &str) -> String {
-    let bare = !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if bare { k.to_owned() } else { toml_string(k) }
+    if is_bare_key(k) {
+        k.to_owned()
+    } else {
+        toml_string(k)
+    }
 }
 
 /// Text safe inside a `#` comment: control characters (line breaks above all) become spaces.

@@ -162,8 +162,19 @@ fn a_specific_listen_address_is_an_allowed_host_by_default() {
     assert!(c.gateway.host_allowed("192.168.1.5:7391"));
     assert!(c.gateway.host_allowed("localhost:7391"));
     assert!(!c.gateway.host_allowed("attacker.example"));
+    // The address counts on Manifold's own port only; names count on any port.
+    assert!(!c.gateway.host_allowed("192.168.1.5:8080"));
     let any = ok("[gateway]\nlisten = \"0.0.0.0:7391\"");
     assert!(!any.gateway.host_allowed("0.0.0.0"));
+    assert!(!any.gateway.host_allowed("0.0.0.0:7391"));
+}
+
+#[test]
+fn listed_hosts_replace_the_defaults_and_the_listen_address() {
+    let c = ok("[gateway]\nlisten = \"192.168.1.5:7391\"\nallowed_hosts = [\"mcp.example.com\"]");
+    assert!(c.gateway.host_allowed("mcp.example.com"));
+    assert!(!c.gateway.host_allowed("192.168.1.5:7391"));
+    assert!(!c.gateway.host_allowed("localhost:7391"));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use manifold_config::Config;
 use manifold_gateway::Gateway;
-use manifold_server::{HostPattern, OriginPattern, Server, ServerSettings, SessionKey};
+use manifold_server::{Server, ServerSettings, SessionKey};
 
 use crate::config_commands::config_path;
 use crate::gateway_config::{gateway_settings, upstream_definitions};
@@ -83,18 +83,8 @@ fn session_key(config: &Config) -> Result<SessionKey, CliError> {
 fn server_settings(config: &Config, listen: SocketAddr) -> Result<ServerSettings, CliError> {
     let mut settings = ServerSettings::new(session_key(config)?);
     settings.listen = listen;
-    settings.allowed_origins = config
-        .gateway
-        .allowed_origins
-        .iter()
-        .filter_map(|p| OriginPattern::parse(p.as_str()))
-        .collect();
-    settings.allowed_hosts = config
-        .gateway
-        .allowed_hosts
-        .iter()
-        .filter_map(|p| HostPattern::parse(p.as_str()))
-        .collect();
+    settings.allowed_origins = config.gateway.allowed_origins.clone();
+    settings.allowed_hosts = config.gateway.allowed_hosts.clone();
     Ok(settings)
 }
 

@@ -8,7 +8,6 @@
 //! the Origin/Host checks that keep a local gateway out of reach of web pages.
 
 pub mod accept;
-pub mod allow;
 pub mod error;
 pub mod events;
 pub mod http;
@@ -22,10 +21,12 @@ pub mod settings;
 pub mod stdio;
 pub mod stream_log;
 
-pub use allow::{HostPattern, OriginPattern};
+// The allowlist types are manifold-config's (one implementation for the file that declares them
+// and the guard that checks them); re-exported because `ServerSettings` holds them.
 pub use error::ServerError;
 pub use http::{BoundServer, Server};
 pub use limits::Limits;
+pub use manifold_config::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use session_key::SessionKey;
 pub use settings::ServerSettings;
 pub use stdio::serve_stdio;

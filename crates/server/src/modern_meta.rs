@@ -81,9 +81,11 @@ pub fn read_meta(message: &Message) -> Result<ModernMeta, ErrorObject> {
                 .ok()
                 .and_then(|l| LogLevel::parse(&l))
                 .ok_or_else(|| {
+                    let names: Vec<&str> = LogLevel::ALL.iter().map(|l| l.as_str()).collect();
                     invalid(format!(
-                        "params._meta[\"{}\"] must be one of debug, info, notice, warning, error, critical, alert, emergency",
-                        meta::LOG_LEVEL
+                        "params._meta[\"{}\"] must be one of {}",
+                        meta::LOG_LEVEL,
+                        names.join(", ")
                     ))
                 })?,
         ),
@@ -138,6 +140,16 @@ mod tests {
         assert_eq!(m.capabilities, r#"{"x":{}}"#);
         assert_eq!(m.info.as_deref(), Some(r#"{"name":"c"}"#));
         assert_eq!(m.log_level, Some(LogLevel::Warning));
+    }
+
+    #[test]
+    fn an_unknown_log_level_is_invalid_params_naming_every_level() {
+        let e = read_meta(&req(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"verbose"}}"#)).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert_eq!(
+            e.message,
+            "params._meta[\"io.modelcontextprotocol/logLevel\"] must be one of debug, info, notice, warning, error, critical, alert, emergency"
+        );
     }
 
     #[test]

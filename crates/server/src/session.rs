@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use futures::future::BoxFuture;
 use manifold_gateway::{ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext};
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, meta};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -124,6 +125,25 @@ impl ClientSession {
             tracing::debug!(request = %id, "the client cancelled a request");
             token.cancel();
         }
+    }
+
+    /// Takes what a legacy client sent that is not a request: `notifications/cancelled` cancels
+    /// the call it names, a response completes the server request waiting for it, any other
+    /// notification needs nothing. A request is given back for the transport to run. One rule
+    /// for stdio, Streamable HTTP and HTTP+SSE.
+    pub fn take_unless_request(&self, message: Message) -> Option<Message> {
+        match message.kind() {
+            Kind::Request => return Some(message),
+            Kind::Notification => {
+                if message.method() == Some(meta::method::CANCELLED) {
+                    self.cancel_from(message.params());
+                }
+            }
+            Kind::Result | Kind::Error => {
+                self.answer(&message);
+            }
+        }
+        None
     }
 
     /// Cancels everything in flight (the client went away).
@@ -244,6 +264,37 @@ impl ClientSession {
     pub fn event_message(&self, event: &GatewayEvent) -> Option<Message> {
         let level = *lock(&self.log_level);
         events::for_session(event, &lock(&self.subscriptions), level)
+    }
+
+    /// The notifications this session gets for what its gateway event receiver yielded; `None`
+    /// once the gateway's channel is closed. A receiver that lagged has missed events and any
+    /// list may have changed meanwhile, so the session hears that every list changed (as a
+    /// modern listen stream does). One rule for every legacy transport: stdio, Streamable HTTP
+    /// and HTTP+SSE.
+    pub fn messages_for_received(
+        &self,
+        received: Result<GatewayEvent, RecvError>,
+    ) -> Option<Vec<Message>> {
+        match received {
+            Ok(event) => Some(self.event_message(&event).into_iter().collect()),
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "a session missed gateway events; telling it every list may have changed"
+                );
+                Some(
+                    [
+                        GatewayEvent::ToolsChanged,
+                        GatewayEvent::PromptsChanged,
+                        GatewayEvent::ResourcesChanged,
+                    ]
+                    .iter()
+                    .filter_map(|e| self.event_message(e))
+                    .collect(),
+                )
+            }
+            Err(RecvError::Closed) => None,
+        }
     }
 }
 
@@ -466,6 +517,53 @@ mod tests {
             params: r#"{"level":"info"}"#.to_owned(),
         };
         assert!(s.event_message(&log).is_none());
+    }
+
+    #[test]
+    fn requests_come_back_and_cancellations_cancel_the_named_call() {
+        let s = session();
+        let call = s.begin(&Id::Num(7)).unwrap();
+        let ping = Message::request(&Id::Num(8), "ping", None);
+        assert_eq!(
+            s.take_unless_request(ping.clone())
+                .map(|m| m.as_str().to_owned()),
+            Some(ping.as_str().to_owned())
+        );
+        let progress = Message::notification("notifications/progress", Some("{}"));
+        assert!(s.take_unless_request(progress).is_none());
+        assert!(!call.is_cancelled());
+        let cancel = Message::notification("notifications/cancelled", Some(r#"{"requestId":7}"#));
+        assert!(s.take_unless_request(cancel).is_none());
+        assert!(call.is_cancelled());
+    }
+
+    #[test]
+    fn a_lagging_session_hears_every_list_changed_and_a_closed_channel_ends_it() {
+        let s = session();
+        let methods = |received| {
+            s.messages_for_received(received).map(|ms| {
+                ms.iter()
+                    .map(|m| m.method().unwrap_or_default().to_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(
+            methods(Err(RecvError::Lagged(3))),
+            Some(vec![
+                "notifications/tools/list_changed".to_owned(),
+                "notifications/prompts/list_changed".to_owned(),
+                "notifications/resources/list_changed".to_owned(),
+            ])
+        );
+        assert_eq!(
+            methods(Ok(GatewayEvent::ToolsChanged)),
+            Some(vec!["notifications/tools/list_changed".to_owned()])
+        );
+        let unsubscribed = GatewayEvent::ResourceUpdated {
+            uri: "a+x://1".to_owned(),
+        };
+        assert_eq!(methods(Ok(unsubscribed)), Some(vec![]));
+        assert_eq!(methods(Err(RecvError::Closed)), None);
     }
 
     struct Collect(Mutex<Vec<String>>);

@@ -3,7 +3,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use crate::allow::{HostPattern, OriginPattern};
+use manifold_config::allowlist::{HostAllowlist, OriginPattern};
+
 use crate::limits::Limits;
 use crate::session_key::SessionKey;
 
@@ -15,9 +16,9 @@ pub struct ServerSettings {
     /// `Origin` values allowed (requests without `Origin` always are). Default: loopback
     /// origins, any port. A request with another `Origin` gets 403.
     pub allowed_origins: Vec<OriginPattern>,
-    /// `Host` values allowed besides the listen address itself. Default: loopback names. A
-    /// request with another `Host` gets 403.
-    pub allowed_hosts: Vec<HostPattern>,
+    /// `Host` values allowed. Default: loopback names and the listen address itself (on its
+    /// port, unless it is 0.0.0.0 or ::). A request with another `Host` gets 403.
+    pub allowed_hosts: HostAllowlist,
     /// Seals legacy session state into session ids.
     pub session_key: SessionKey,
     pub limits: Limits,
@@ -29,7 +30,7 @@ impl ServerSettings {
         ServerSettings {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             allowed_origins: OriginPattern::loopback(),
-            allowed_hosts: HostPattern::loopback(),
+            allowed_hosts: HostAllowlist::default(),
             session_key,
             limits: Limits::default(),
         }

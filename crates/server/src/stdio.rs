@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use manifold_gateway::{ClientView, Gateway, GatewayEvent, RequestContext};
+use manifold_gateway::{ClientView, Gateway, RequestContext};
 use manifold_wire::line::{DEFAULT_MAX_LINE, Frame, LineFramer};
-use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, Revision, meta};
+use manifold_wire::{ErrorCode, ErrorObject, Id, Message, Revision, meta};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -136,16 +136,8 @@ impl Connection {
                 return;
             }
         };
-        match message.kind() {
-            Kind::Notification => {
-                if message.method() == Some(meta::method::CANCELLED) {
-                    self.core.cancel_from(message.params());
-                }
-            }
-            Kind::Result | Kind::Error => {
-                self.core.answer(&message);
-            }
-            Kind::Request => self.request(message).await,
+        if let Some(message) = self.core.take_unless_request(message) {
+            self.request(message).await;
         }
     }
 
@@ -285,12 +277,10 @@ async fn forward_events(conn: Arc<Connection>) {
             _ = conn.ended.cancelled() => return,
             e = events.recv() => e,
         };
-        let event = match event {
-            Ok(e) => e,
-            Err(RecvError::Lagged(_)) => GatewayEvent::ToolsChanged,
-            Err(RecvError::Closed) => return,
+        let Some(messages) = conn.core.messages_for_received(event) else {
+            return;
         };
-        if let Some(m) = conn.core.event_message(&event) {
+        for m in messages {
             let _ = conn.writer.send(&m);
         }
     }

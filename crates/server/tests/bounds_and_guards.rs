@@ -68,13 +68,39 @@ async fn a_foreign_host_is_403_and_loopback_names_or_the_listen_address_pass() {
         format!("127.0.0.1:{port}"),
         "localhost".to_owned(),
     ] {
-        let r = live
-            .post(&init)
-            .header("host", host.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{host}");
+        assert_eq!(status_of_initialize_for(&live, &host).await, 200, "{host}");
+    }
+    live.stop().await;
+}
+
+/// The HTTP status an `initialize` POST gets when its `Host` header is `host`.
+async fn status_of_initialize_for(live: &Live, host: &str) -> u16 {
+    live.post(&init_body("2025-11-25", "{}"))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn listed_hosts_are_all_that_pass_not_even_the_listen_address() {
+    let only = manifold_server::HostAllowlist::only(vec![
+        manifold_server::HostPattern::parse("mcp.example.com").unwrap(),
+    ]);
+    let live = serve(gateway(vec![]).await, |s| s.allowed_hosts = only).await;
+    let port = live.server.local_addr().port();
+    for (host, status) in [
+        ("mcp.example.com".to_owned(), 200),
+        (format!("127.0.0.1:{port}"), 403),
+        (format!("localhost:{port}"), 403),
+    ] {
+        assert_eq!(
+            status_of_initialize_for(&live, &host).await,
+            status,
+            "{host}"
+        );
     }
     live.stop().await;
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use crate::error::ImportError;
-use crate::load::{looks_like_command_line, url_problem, uses_shell_syntax};
+use crate::load::{RESERVED_HEADERS, looks_like_command_line, url_problem, uses_shell_syntax};
 use crate::names::{MAX_NAME_LEN, sanitize_name};
 use crate::toml_text::{comment_text, toml_key, toml_string};
 use jsonc::strip_jsonc;
@@ -28,21 +28,6 @@ enum Layout {
     /// `servers` (and `inputs`): VS Code.
     VsCode,
 }
-
-/// Headers the transport sets itself (the loader refuses them).
-const RESERVED_HEADERS: &[&str] = &[
-    "accept",
-    "connection",
-    "content-length",
-    "content-type",
-    "host",
-    "last-event-id",
-    "mcp-method",
-    "mcp-name",
-    "mcp-protocol-version",
-    "mcp-session-id",
-    "transfer-encoding",
-];
 
 /// Keys of a client's server entry that the conversion reads.
 const READ_KEYS: &[&str] = &[

@@ -8,9 +8,7 @@ use base64::Engine as _;
 use toml::de::DeTable;
 
 use super::reader::{Item, Reader, Show, Text, key_path};
-use crate::allowlist::{
-    DEFAULT_ALLOWED_HOSTS, DEFAULT_ALLOWED_ORIGINS, HostPattern, OriginPattern,
-};
+use crate::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 use crate::environment::Var;
 use crate::secret::Secret;
 use crate::settings::{
@@ -47,7 +45,7 @@ fn patterns<T>(
     field: &str,
     item: &Item<'_>,
     example: &str,
-    parse: fn(&str) -> Result<T, (String, String)>,
+    parse: fn(&str) -> Result<T, PatternError>,
 ) -> Option<Vec<T>> {
     let texts = reader.string_list(field, item, Show::Value, example)?;
     let mut out = Vec::with_capacity(texts.len());
@@ -55,17 +53,13 @@ fn patterns<T>(
     for text in &texts {
         match parse(&text.value) {
             Ok(p) => out.push(p),
-            Err((problem, fix)) => {
+            Err(PatternError { problem, fix, .. }) => {
                 reader.report_text(&text.field, text, problem, fix);
                 ok = false;
             }
         }
     }
     ok.then_some(out)
-}
-
-fn defaults<T>(items: &[&str], parse: fn(&str) -> Result<T, (String, String)>) -> Vec<T> {
-    items.iter().filter_map(|s| parse(s).ok()).collect()
 }
 
 /// Reads `[gateway]` (absent: every default).
@@ -148,27 +142,21 @@ pub(crate) fn read_gateway(reader: &mut Reader<'_>, section: Option<&Item<'_>>) 
                 OriginPattern::parse,
             )
         })
-        .unwrap_or_else(|| defaults(DEFAULT_ALLOWED_ORIGINS, OriginPattern::parse));
+        .unwrap_or_else(OriginPattern::loopback);
 
+    // Absent: the loopback names and the address Manifold is bound to (see HostAllowlist).
     let allowed_hosts = match table.get("allowed_hosts") {
-        Some(item) => patterns(
-            reader,
-            &field("allowed_hosts"),
-            item,
-            "write e.g. [\"localhost\", \"127.0.0.1\"]",
-            HostPattern::parse,
-        )
-        .unwrap_or_default(),
-        None => {
-            let mut hosts = defaults(DEFAULT_ALLOWED_HOSTS, HostPattern::parse);
-            // An address literal cannot be rebound by DNS, so the address Manifold listens on
-            // is safe to accept by default.
-            let ip = listen.ip();
-            if !ip.is_loopback() && !ip.is_unspecified() {
-                hosts.extend(HostPattern::parse(&ip.to_string()).ok());
-            }
-            hosts
-        }
+        Some(item) => HostAllowlist::only(
+            patterns(
+                reader,
+                &field("allowed_hosts"),
+                item,
+                "write e.g. [\"localhost\", \"127.0.0.1\"]",
+                HostPattern::parse,
+            )
+            .unwrap_or_default(),
+        ),
+        None => HostAllowlist::default(),
     };
 
     let discovery = table

@@ -14,7 +14,9 @@ use crate::environment::Environment;
 use crate::error::{ConfigError, ConfigErrors, line_and_column};
 use reader::Reader;
 
-pub(crate) use servers::{looks_like_command_line, url_problem, uses_shell_syntax};
+pub(crate) use servers::{
+    RESERVED_HEADERS, looks_like_command_line, url_problem, uses_shell_syntax,
+};
 
 const TOP_KEYS: &[&str] = &["gateway", "servers"];
 

@@ -16,6 +16,7 @@ use crate::error::{ConfigError, ConfigErrors, line_and_column};
 use crate::interpolate::interpolate;
 use crate::paths::resolve_path;
 use crate::secret::Secret;
+use crate::toml_text::{is_bare_key, toml_string};
 
 pub(crate) type Item<'i> = Spanned<DeValue<'i>>;
 pub(crate) type Key<'i> = Spanned<DeString<'i>>;
@@ -66,33 +67,22 @@ const MAX_SHOWN_CHARS: usize = 60;
 
 /// A TOML basic string for `s` (cut when long), as errors echo values.
 pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for (i, c) in s.chars().enumerate() {
-        if i == MAX_SHOWN_CHARS {
-            out.push('…');
-            break;
-        }
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-            c => out.push(c),
-        }
+    let mut chars = s.chars();
+    let shown: String = chars.by_ref().take(MAX_SHOWN_CHARS).collect();
+    let quoted = toml_string(&shown);
+    match (chars.next(), quoted.strip_suffix('"')) {
+        (Some(_), Some(open)) => format!("{open}…\""),
+        _ => quoted,
     }
-    out.push('"');
-    out
 }
 
 /// `parent.key`, quoting keys that are not bare TOML keys.
 pub(crate) fn key_path(parent: &str, key: &str) -> String {
-    let bare = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    let key = if bare { key.to_owned() } else { quote(key) };
+    let key = if is_bare_key(key) {
+        key.to_owned()
+    } else {
+        quote(key)
+    };
     if parent.is_empty() {
         key
     } else {
@@ -511,6 +501,8 @@ mod tests {
         assert_eq!(quote("\u{1}"), "\"\\u0001\"");
         let long = "x".repeat(100);
         assert_eq!(quote(&long), format!("\"{}…\"", "x".repeat(60)));
+        let just_fits = "x".repeat(MAX_SHOWN_CHARS);
+        assert_eq!(quote(&just_fits), format!("\"{just_fits}\""));
     }
 
     #[test]

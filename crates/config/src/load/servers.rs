@@ -89,8 +89,8 @@ const SERVER_HINTS: &[(&str, &str)] = &[
 
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 
-/// Headers the transports set themselves.
-const RESERVED_HEADERS: &[&str] = &[
+/// Headers the transports set themselves: the loader refuses them, and `import` leaves them out.
+pub(crate) const RESERVED_HEADERS: &[&str] = &[
     "accept",
     "connection",
     "content-length",

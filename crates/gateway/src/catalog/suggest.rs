@@ -1,39 +1,18 @@
-//! "Did you mean" for names a user mistyped.
+//! "Did you mean" for tool names a user mistyped. The matching is manifold-suggest's; this module
+//! holds the tolerance for tool names, which the router and the CLI client share.
+
+use manifold_suggest::Tolerance;
+
+/// Tool names are case-sensitive (`Echo` is not `echo`). The call has failed anyway, so a hint
+/// two edits off is still worth giving, even for a short name.
+const TOOL_NAMES: Tolerance = Tolerance {
+    ignore_case: false,
+    min_edits: 2,
+};
 
 /// The closest candidate within a small edit distance, if any.
 pub fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (wanted.chars().count() / 3).max(2);
-    candidates
-        .into_iter()
-        .map(|c| (distance(wanted, c), c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, c)| (*d, c.len()))
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance over characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row.first().copied().unwrap_or(0);
-        if let Some(first) = row.first_mut() {
-            *first = i + 1;
-        }
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            let above = row.get(j + 1).copied().unwrap_or(usize::MAX);
-            let left = row.get(j).copied().unwrap_or(usize::MAX);
-            let best = (above.saturating_add(1))
-                .min(left.saturating_add(1))
-                .min(prev + cost);
-            prev = above;
-            if let Some(cell) = row.get_mut(j + 1) {
-                *cell = best;
-            }
-        }
-    }
-    row.last().copied().unwrap_or(0)
+    manifold_suggest::closest(wanted, candidates, TOOL_NAMES)
 }
 
 #[cfg(test)]
@@ -46,6 +25,13 @@ mod tests {
         assert_eq!(closest("ecoh", names), Some("echo"));
         assert_eq!(closest("longRunningOp", names), None);
         assert_eq!(closest("zzzzzz", names), None);
-        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn case_counts_and_short_names_may_be_two_edits_off() {
+        assert_eq!(closest("ECHO", ["echo"]), None);
+        assert_eq!(closest("ad", ["add"]), Some("add"));
+        assert_eq!(closest("dda", ["add"]), Some("add"));
+        assert_eq!(closest("xy", ["add"]), None);
     }
 }

@@ -10,11 +10,11 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use manifold_config::allowlist::origin_allowed;
 use manifold_wire::ErrorCode;
 
 use super::AppState;
 use super::reply;
-use crate::allow::{host_allowed, origin_allowed};
 
 pub(crate) async fn origin_and_host(
     State(state): State<Arc<AppState>>,
@@ -27,32 +27,31 @@ pub(crate) async fn origin_and_host(
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     if !origin_allowed(&state.settings.allowed_origins, origin) {
         tracing::warn!(origin = ?origin, "refused a request from a disallowed Origin");
-        return reply::error(
-            StatusCode::FORBIDDEN,
-            None,
-            ErrorCode::Forbidden,
-            format!(
-                "Forbidden: the Origin {:?} is not allowed; add it to allowed_origins if this page should reach Manifold",
-                origin.unwrap_or_default()
-            ),
-        );
+        return forbidden(format!(
+            "Forbidden: the Origin {:?} is not allowed; add it to allowed_origins if this page should reach Manifold",
+            origin.unwrap_or_default()
+        ));
     }
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
-    if !host_allowed(&state.settings.allowed_hosts, state.local, host.as_deref()) {
+    if !state
+        .settings
+        .allowed_hosts
+        .allows(host.as_deref(), state.local)
+    {
         tracing::warn!(host = ?host, "refused a request for a disallowed Host");
-        return reply::error(
-            StatusCode::FORBIDDEN,
-            None,
-            ErrorCode::Forbidden,
-            format!(
-                "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
-                host.unwrap_or_default()
-            ),
-        );
+        return forbidden(format!(
+            "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
+            host.unwrap_or_default()
+        ));
     }
     next.run(request).await
+}
+
+/// 403 with a JSON-RPC error without id: the request is refused before anything reads its body.
+fn forbidden(why: String) -> Response {
+    reply::error(StatusCode::FORBIDDEN, None, ErrorCode::Forbidden, why)
 }

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use manifold_gateway::{ClientView, Gateway, GatewayEvent};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::limits::Limits;
@@ -181,23 +180,8 @@ async fn forward_events(
             _ = ended.cancelled() => return,
             e = events.recv() => e,
         };
-        let messages = match event {
-            Ok(e) => core.event_message(&e).into_iter().collect::<Vec<_>>(),
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(
-                    missed,
-                    "a session missed gateway events; telling it every list may have changed"
-                );
-                [
-                    GatewayEvent::ToolsChanged,
-                    GatewayEvent::PromptsChanged,
-                    GatewayEvent::ResourcesChanged,
-                ]
-                .iter()
-                .filter_map(|e| core.event_message(e))
-                .collect()
-            }
-            Err(RecvError::Closed) => return,
+        let Some(messages) = core.messages_for_received(event) else {
+            return;
         };
         // Only once the client has opened its GET stream: before that nobody asked for events.
         let standalone = lock(&streams).get(&STANDALONE_STREAM).cloned();

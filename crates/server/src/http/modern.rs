@@ -26,7 +26,7 @@ use crate::accept::Accepts;
 use crate::events::ListenFilter;
 use crate::modern_meta::{read_meta, stated_revision};
 use crate::session::{ModernPeer, Outlet, run_call};
-use crate::stream_log::{ReaderOptions, Start, StreamLog};
+use crate::stream_log::{ReaderOptions, StreamLog};
 
 /// Methods served to modern clients (besides `server/discover` and `subscriptions/listen`).
 pub const MODERN_METHODS: [&str; 8] = [
@@ -349,15 +349,7 @@ fn modern_reader(
         stop,
         on_detach: Some(on_detach),
     };
-    match log.reader(Start::Beginning, options) {
-        Ok(stream) => reply::sse(stream),
-        Err(why) => reply::error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            None,
-            ErrorCode::InternalError,
-            why.to_string(),
-        ),
-    }
+    reply::sse_from_beginning(log, options)
 }
 
 /// `subscriptions/listen`: an SSE stream that opens with the acknowledgement and then carries

@@ -2,6 +2,7 @@
 //! SSE streams with the headers proxies need, and the empty 202.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -9,6 +10,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::Stream;
 use manifold_wire::{ErrorCode, ErrorObject, Id, Message};
+
+use crate::stream_log::{ReaderOptions, Start, StreamLog};
 
 /// A JSON body.
 pub fn json(status: StatusCode, body: impl Into<String>) -> Response {
@@ -54,6 +57,20 @@ pub fn sse(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'stati
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
+}
+
+/// An SSE response reading a stream log from its first event. Only resuming into a gap can be
+/// refused, so a refusal here is Manifold's own fault: 500.
+pub fn sse_from_beginning(log: &Arc<StreamLog>, options: ReaderOptions) -> Response {
+    match log.reader(Start::Beginning, options) {
+        Ok(stream) => sse(stream),
+        Err(why) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            ErrorCode::InternalError,
+            why.to_string(),
+        ),
+    }
 }
 
 /// `405` naming what the endpoint allows.

@@ -14,16 +14,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use manifold_gateway::{ClientView, GatewayEvent};
 use manifold_wire::sse::SseEvent;
-use manifold_wire::{ErrorCode, ErrorObject, Kind, Message, Revision, meta};
-use tokio::sync::broadcast::error::RecvError;
+use manifold_wire::{ErrorCode, ErrorObject, Message, Revision, meta};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::reply;
-use super::streamable::read_body;
+use super::streamable::read_message;
 use crate::session::{ClientSession, Outlet, negotiate, run_session_call};
 use crate::session_key::{hex, random_bytes};
-use crate::stream_log::{ReaderOptions, Start, StreamLog};
+use crate::stream_log::{ReaderOptions, StreamLog};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -139,15 +138,7 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>) -> Response {
             }
         })),
     };
-    match log.reader(Start::Beginning, options) {
-        Ok(stream) => reply::sse(stream),
-        Err(why) => reply::error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            None,
-            ErrorCode::InternalError,
-            why.to_string(),
-        ),
-    }
+    reply::sse_from_beginning(&log, options)
 }
 
 async fn forward_events(
@@ -159,15 +150,13 @@ async fn forward_events(
             _ = session.ended.cancelled() => return,
             e = events.recv() => e,
         };
-        let event = match event {
-            Ok(e) => e,
-            Err(RecvError::Lagged(_)) => GatewayEvent::ToolsChanged,
-            Err(RecvError::Closed) => return,
+        let Some(messages) = session.core.messages_for_received(event) else {
+            return;
         };
         if !*lock(&session.initialized) {
             continue;
         }
-        if let Some(m) = session.core.event_message(&event) {
+        for m in messages {
             session.log.push(m.as_str());
         }
     }
@@ -195,29 +184,12 @@ pub(crate) async fn message(
             "Not Found: no open SSE session has this id; open GET /sse again",
         );
     };
-    let bytes = match read_body(body, &headers, state.settings.limits.max_body_bytes).await {
-        Ok(b) => b,
+    let message = match read_message(body, &headers, state.settings.limits.max_body_bytes).await {
+        Ok(m) => m,
         Err(r) => return *r,
     };
-    let message = match Message::decode(&bytes) {
-        Ok(m) => m,
-        Err(fault) => {
-            return reply::json(
-                StatusCode::BAD_REQUEST,
-                fault.to_response().as_str().to_owned(),
-            );
-        }
-    };
-    match message.kind() {
-        Kind::Notification => {
-            if message.method() == Some(meta::method::CANCELLED) {
-                session.core.cancel_from(message.params());
-            }
-        }
-        Kind::Result | Kind::Error => {
-            session.core.answer(&message);
-        }
-        Kind::Request => request(&state, &session, message),
+    if let Some(message) = session.core.take_unless_request(message) {
+        request(&state, &session, message);
     }
     reply::accepted()
 }

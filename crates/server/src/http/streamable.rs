@@ -114,8 +114,24 @@ pub(crate) async fn deliver(
     stream()
 }
 
+/// Reads a body within the bound and decodes it; a body that is no JSON-RPC message gets 400
+/// with the parse error (with its id when one could be read).
+pub(crate) async fn read_message(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Message, Box<Response>> {
+    let bytes = read_body(body, headers, limit).await?;
+    Message::decode(&bytes).map_err(|fault| {
+        Box::new(reply::json(
+            StatusCode::BAD_REQUEST,
+            fault.to_response().as_str().to_owned(),
+        ))
+    })
+}
+
 /// Reads a body within the bound.
-pub(crate) async fn read_body(
+async fn read_body(
     body: Body,
     headers: &HeaderMap,
     limit: usize,
@@ -154,18 +170,9 @@ fn modern_header(headers: &HeaderMap) -> bool {
 }
 
 async fn post(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Response {
-    let bytes = match read_body(body, headers, state.settings.limits.max_body_bytes).await {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
-    let message = match Message::decode(&bytes) {
+    let message = match read_message(body, headers, state.settings.limits.max_body_bytes).await {
         Ok(m) => m,
-        Err(fault) => {
-            return reply::json(
-                StatusCode::BAD_REQUEST,
-                fault.to_response().as_str().to_owned(),
-            );
-        }
+        Err(r) => return *r,
     };
     let session = header(headers, meta::header::SESSION_ID);
     // `initialize` starts a legacy session, unless it comes as a modern request (its `_meta`
@@ -338,18 +345,9 @@ async fn session_post(
         Ok(s) => s,
         Err(r) => return *r,
     };
-    match message.kind() {
-        Kind::Notification => {
-            if message.method() == Some(meta::method::CANCELLED) {
-                session.core.cancel_from(message.params());
-            }
-            reply::accepted()
-        }
-        Kind::Result | Kind::Error => {
-            session.core.answer(&message);
-            reply::accepted()
-        }
-        Kind::Request => legacy_call(state, headers, session, message).await,
+    match session.core.take_unless_request(message) {
+        Some(message) => legacy_call(state, headers, session, message).await,
+        None => reply::accepted(),
     }
 }
 
