@@ -10,7 +10,7 @@ use std::time::Duration;
 use manifold_upstream::transport::stdio::StdioSpec;
 use manifold_upstream::{EraChoice, HttpSpec, HttpTransportChoice};
 use toml::de::{DeTable, DeValue};
-use url::{Host, Url};
+use url::Url;
 
 use super::reader::{Item, Key, MapEntry, Reader, Show, Text, key_path, quote};
 use crate::duration::format_duration;
@@ -753,18 +753,6 @@ fn is_header_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
 }
 
-/// The loopback rule the upstream transport applies: `localhost`, 127.0.0.0/8, `::1`.
-pub(crate) fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(Host::Ipv6(ip)) => {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-        None => false,
-    }
-}
-
 /// The URL rules: https anywhere, http only to this machine unless allowed, nothing else.
 /// Messages never quote the URL (it may hold a token).
 pub(crate) fn url_problem(raw: &str, allow_insecure_http: bool) -> Option<(String, String)> {
@@ -779,7 +767,9 @@ pub(crate) fn url_problem(raw: &str, allow_insecure_http: bool) -> Option<(Strin
     };
     match url.scheme() {
         "https" => {}
-        "http" if is_loopback(&url) || allow_insecure_http => {}
+        "http"
+            if manifold_upstream::transport::http::client::is_loopback(&url)
+                || allow_insecure_http => {}
         "http" => {
             return Some((
                 "uses plain http:// to a host other than this machine, so credentials and tool arguments would cross the network unencrypted".to_owned(),

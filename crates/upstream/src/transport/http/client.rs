@@ -83,7 +83,8 @@ pub fn check_url(raw: &str, allow_insecure_http: bool) -> Result<Url, UpstreamEr
     Ok(url)
 }
 
-fn is_loopback(url: &Url) -> bool {
+/// Whether a URL names this machine (`localhost`, 127.0.0.0/8, `::1`, v4-mapped loopback).
+pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(Host::Ipv4(ip)) => ip.is_loopback(),
