@@ -20,6 +20,14 @@ pub struct ClientView {
 }
 
 impl ClientView {
+    /// Whether the client declared an extension (`capabilities.extensions.NAME`).
+    pub fn declares_extension(&self, name: &str) -> bool {
+        manifold_wire::patch::get(&self.capabilities, &["extensions", name])
+            .ok()
+            .flatten()
+            .is_some_and(|v| v.trim() != "null")
+    }
+
     /// Whether the client declared a top-level capability (`elicitation`, `sampling`, `roots`).
     pub fn declares(&self, capability: &str) -> bool {
         manifold_wire::patch::get(&self.capabilities, &[capability])

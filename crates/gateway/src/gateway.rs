@@ -183,8 +183,28 @@ impl Gateway {
     }
 
     /// The capabilities Manifold declares to clients (raw JSON).
-    pub fn capabilities(&self) -> &'static str {
-        r#"{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"prompts":{"listChanged":true},"logging":{},"completions":{}}"#
+    pub fn capabilities(&self) -> String {
+        const BASE: &str = r#""tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"prompts":{"listChanged":true},"logging":{},"completions":{}"#;
+        if self.offers_tasks() {
+            format!(
+                r#"{{{BASE},"extensions":{{"{}":{{}}}}}}"#,
+                crate::tasks::EXTENSION
+            )
+        } else {
+            format!("{{{BASE}}}")
+        }
+    }
+
+    /// Whether any upstream offers the tasks extension, so Manifold can carry it.
+    pub fn offers_tasks(&self) -> bool {
+        self.inner.upstreams.iter().any(|u| {
+            u.peer_info().is_some_and(|i| {
+                manifold_wire::patch::get(&i.capabilities, &["extensions", crate::tasks::EXTENSION])
+                    .ok()
+                    .flatten()
+                    .is_some()
+            })
+        })
     }
 
     fn server_info(&self) -> String {
@@ -213,11 +233,12 @@ impl Gateway {
     /// The result of a modern `server/discover`.
     pub fn discover_result(&self) -> String {
         format!(
-            r#"{{"resultType":"complete","supportedVersions":["{}"],"capabilities":{},"serverInfo":{},"instructions":{},"_meta":{{"{}":{}}}}}"#,
+            r#"{{"resultType":"complete","supportedVersions":["{}"],"capabilities":{},"serverInfo":{},"instructions":{},"ttlMs":{},"cacheScope":"private","_meta":{{"{}":{}}}}}"#,
             Revision::LATEST,
             self.capabilities(),
             self.server_info(),
             self.instructions_json(),
+            crate::router::LIST_TTL_MS,
             manifold_wire::meta::SERVER_INFO,
             self.server_info()
         )

@@ -12,6 +12,7 @@ pub mod mrtr;
 pub mod router;
 pub mod server_requests;
 pub mod sessions;
+pub mod tasks;
 pub mod truncate;
 pub mod upstream;
 

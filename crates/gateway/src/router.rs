@@ -65,6 +65,7 @@ impl Gateway {
                 return self.by_uri(ctx, request, &["uri"]).await;
             }
             "completion/complete" => return self.complete(ctx, request).await,
+            m if crate::tasks::is_task_method(m) => return self.by_task(ctx, request).await,
             "logging/setLevel" => Ok(self.set_level(params).await),
             other => {
                 return error(
@@ -213,6 +214,7 @@ impl Gateway {
                         link_uri_back(&catalog, &server, el, namespaced)
                     })
                     .unwrap_or_else(|_| r.to_owned());
+                    let linked = crate::tasks::expose_in_result(&linked, &server);
                     let capped = crate::truncate::cap_tool_result(&linked, max);
                     if retries == 0 {
                         return capped;
@@ -366,6 +368,67 @@ impl Gateway {
                 ErrorCode::InvalidParams,
                 format!("could not forward: {e}"),
             ),
+        }
+    }
+
+    async fn by_task(&self, ctx: &RequestContext, request: &Message) -> Message {
+        let id = request.id();
+        if !ctx.client.declares_extension(crate::tasks::EXTENSION) {
+            let required = format!(
+                r#"{{"requiredCapabilities":{{"extensions":{{"{}":{{}}}}}}}}"#,
+                crate::tasks::EXTENSION
+            );
+            let message = format!(
+                "{} belongs to the {} extension; declare it in the client capabilities' extensions",
+                request.method().unwrap_or_default(),
+                crate::tasks::EXTENSION
+            );
+            let mut object = ErrorObject::new(ErrorCode::MissingRequiredClientCapability, message);
+            if let Ok(data) = serde_json::value::RawValue::from_string(required) {
+                object = object.with_data(data);
+            }
+            return Message::error(id.cloned(), &object);
+        }
+        let Some(exposed) = request.params_str(&["taskId"]) else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                "a tasks request needs params.taskId",
+            );
+        };
+        let Some((server, original)) = crate::tasks::split(&exposed) else {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("unknown task {exposed:?}: Manifold's task ids look like SERVER:ID"),
+            );
+        };
+        let (server, original) = (server.to_owned(), original.to_owned());
+        if self.upstream(&server).is_none() {
+            return error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("unknown task {exposed:?}: no server {server:?} behind Manifold"),
+            );
+        }
+        let outgoing = match request.patch(Part::Params, &["taskId"], &json_string(&original)) {
+            Ok(m) => m,
+            Err(e) => {
+                return error(
+                    id,
+                    ErrorCode::InvalidParams,
+                    format!("could not forward: {e}"),
+                );
+            }
+        };
+        match self.forward(ctx, &server, &outgoing).await {
+            Ok(response) => {
+                let fixed = response
+                    .result_raw()
+                    .map(|r| crate::tasks::expose_in_result(r, &server));
+                reply(ctx, id, &response, fixed)
+            }
+            Err(e) => Message::error(id.cloned(), &e.to_error_object()),
         }
     }
 

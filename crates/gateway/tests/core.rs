@@ -635,3 +635,32 @@ async fn a_call_that_is_not_idempotent_is_never_retried() {
     assert!(r.get("_meta").is_none(), "{r}");
     g.shutdown().await;
 }
+
+#[tokio::test]
+async fn tasks_methods_need_the_extension_and_name_a_server() {
+    let g = started(vec![peer_def("a", &[])]).await;
+    let plain = ctx(Arc::new(Client::default()), Revision::V2026_07_28, "{}");
+    let m = g
+        .handle(&plain, &req(1, "tasks/get", r#"{"taskId":"a:t1"}"#))
+        .await;
+    let e = m.error_object().unwrap();
+    assert_eq!(e.code, -32021);
+    assert!(
+        e.data
+            .unwrap()
+            .get()
+            .contains("io.modelcontextprotocol/tasks")
+    );
+    let declared = ctx(
+        Arc::new(Client::default()),
+        Revision::V2026_07_28,
+        r#"{"extensions":{"io.modelcontextprotocol/tasks":{}}}"#,
+    );
+    let m = g
+        .handle(&declared, &req(2, "tasks/get", r#"{"taskId":"nobody:t1"}"#))
+        .await;
+    let e = m.error_object().unwrap();
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("no server \"nobody\""), "{}", e.message);
+    g.shutdown().await;
+}

@@ -11,7 +11,8 @@ use manifold_gateway::{Discovery, GatewaySettings, Scope, UpstreamDefinition};
 
 /// What upstreams may learn of a client's capabilities unless told otherwise: everything
 /// Manifold can carry back to the client.
-pub const FORWARDED_CAPABILITIES: &str = r#"{"elicitation":{},"sampling":{},"roots":{}}"#;
+pub const FORWARDED_CAPABILITIES: &str =
+    r#"{"elicitation":{},"sampling":{},"roots":{},"extensions":{}}"#;
 
 /// The core's settings for a configuration.
 pub fn gateway_settings(config: &Config) -> GatewaySettings {

@@ -48,11 +48,13 @@ pub mod method {
     pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
 }
 
-/// The methods whose `Mcp-Name` header is required in the modern era, and the params key it mirrors.
+/// The methods whose `Mcp-Name` header is required in the modern era, and the params key it mirrors
+/// (the tasks extension's follow-up methods mirror the task id).
 pub fn name_param_of(method: &str) -> Option<&'static str> {
     match method {
         method::TOOLS_CALL | method::PROMPTS_GET => Some("name"),
         method::RESOURCES_READ => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }

@@ -29,7 +29,7 @@ use crate::session::{ModernPeer, Outlet, run_call};
 use crate::stream_log::{ReaderOptions, StreamLog};
 
 /// Methods served to modern clients (besides `server/discover` and `subscriptions/listen`).
-pub const MODERN_METHODS: [&str; 8] = [
+pub const MODERN_METHODS: [&str; 11] = [
     "tools/list",
     "tools/call",
     "prompts/list",
@@ -38,6 +38,10 @@ pub const MODERN_METHODS: [&str; 8] = [
     "resources/read",
     "resources/templates/list",
     "completion/complete",
+    // The tasks extension; the gateway answers -32021 to clients that did not declare it.
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// Decodes a `=?base64?...?=` header value (the spec's encoding of non-ASCII values).
