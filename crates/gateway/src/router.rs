@@ -329,6 +329,8 @@ impl Gateway {
                     })
                     .unwrap_or_else(|_| r.to_owned())
                 });
+                let reading = request.method() == Some("resources/read");
+                let fixed = fixed.map(|r| if reading { with_cache_hints(ctx, r) } else { r });
                 reply(ctx, id, &response, fixed)
             }
             Err(e) => Message::error(id.cloned(), &e.to_error_object()),
@@ -767,6 +769,18 @@ fn reply(
             }),
         ),
     }
+}
+
+/// For modern clients, the cache hints the 2026-07-28 revision requires on `resources/read`, when
+/// a legacy upstream gave none: private, since what a server returns may depend on who asks.
+fn with_cache_hints(ctx: &RequestContext, raw: String) -> String {
+    if ctx.client.revision.era() != Era::Modern
+        || patch::get(&raw, &["ttlMs"]).ok().flatten().is_some()
+    {
+        return raw;
+    }
+    let with_ttl = patch::set(&raw, &["ttlMs"], &LIST_TTL_MS.to_string()).unwrap_or(raw);
+    patch::set(&with_ttl, &["cacheScope"], "\"private\"").unwrap_or(with_ttl)
 }
 
 /// For modern clients: `resultType` when the upstream (a legacy server) gave none, and Manifold's

@@ -135,7 +135,14 @@ impl Shared {
         }
     }
 
-    fn era_of(message: &Message) -> MessageEra {
+    /// The era a message travels in. Once negotiation settled on the legacy era, every message
+    /// is legacy whatever its `_meta` says (a gateway passes its modern clients' `_meta` through);
+    /// before that, and in the modern era, the message's own revision decides.
+    fn era_of(&self, message: &Message) -> MessageEra {
+        let negotiated = lock(&self.state).revision;
+        if negotiated.is_some_and(|r| r.era() == Era::Legacy) {
+            return MessageEra::Legacy;
+        }
         match message.params_str(&["_meta", meta::PROTOCOL_VERSION]) {
             Some(revision) => MessageEra::Modern(revision),
             None => MessageEra::Legacy,
@@ -172,7 +179,7 @@ impl Shared {
     /// POSTs one message. Returns the reply and the session id the request carried.
     async fn post(&self, message: &Message) -> Result<(Reply, Option<String>), UpstreamError> {
         let method = message.method().unwrap_or("a response");
-        let (headers, session) = match Shared::era_of(message) {
+        let (headers, session) = match self.era_of(message) {
             MessageEra::Modern(revision) => {
                 let headers = modern_headers(message, &revision, &lock(&self.tools));
                 (headers, None)
@@ -234,7 +241,7 @@ impl Shared {
     /// Delivers one request and everything its reply carries. An `Err` settles the request.
     async fn run_request(self: &Arc<Self>, message: Message, id: Id) -> Result<(), UpstreamError> {
         let method = message.method().unwrap_or_default().to_owned();
-        let legacy = matches!(Shared::era_of(&message), MessageEra::Legacy);
+        let legacy = matches!(self.era_of(&message), MessageEra::Legacy);
         let mut renewed = false;
         loop {
             let (reply, session) = self.post(&message).await?;
@@ -478,7 +485,7 @@ impl Shared {
         let method = message.method().unwrap_or("a response").to_owned();
         let renewable = message.kind() == Kind::Notification
             && method != meta::method::INITIALIZED
-            && matches!(Shared::era_of(message), MessageEra::Legacy);
+            && matches!(self.era_of(message), MessageEra::Legacy);
         let mut renewed = false;
         loop {
             let (reply, session) = self.post(message).await?;
@@ -757,7 +764,7 @@ impl Transport for StreamableHttpTransport {
                 .filter(|_| message.kind() == Kind::Request)
             else {
                 let method = message.method().unwrap_or_default().to_owned();
-                let legacy = matches!(Shared::era_of(&message), MessageEra::Legacy);
+                let legacy = matches!(shared.era_of(&message), MessageEra::Legacy);
                 tokio::time::timeout(ONE_WAY_TIMEOUT, shared.deliver_one_way(&message))
                     .await
                     .map_err(|_| UpstreamError::Timeout {
@@ -770,7 +777,7 @@ impl Transport for StreamableHttpTransport {
                 }
                 return Ok(());
             };
-            let modern = matches!(Shared::era_of(&message), MessageEra::Modern(_));
+            let modern = matches!(shared.era_of(&message), MessageEra::Modern(_));
             if message.method() == Some(meta::method::INITIALIZE) && !modern {
                 lock(&shared.state).initialize = Some(message.clone());
             }
