@@ -461,17 +461,10 @@ impl Era {
     }
 }
 
-/// Which steps a client run takes, decided by what the client can do and by the known gateway bugs
-/// (each skipped step is the subject of an ignored `bug_*` test below).
+/// Which steps a client run takes, decided by what the client can do.
 #[derive(Debug, Clone, Copy)]
 struct Scope {
     era: Era,
-    /// Calls to everything_http: a modern client's call to that legacy Streamable HTTP upstream
-    /// fails (see `bug_a_modern_client_calls_a_legacy_streamable_http_upstream`).
-    everything_http_calls: bool,
-    /// Reading server-everything's resource: the TS SDK v2 client rejects it in the modern era (see
-    /// `bug_a_modern_client_reads_a_legacy_upstreams_resource`).
-    everything_read: bool,
     /// Tools that ask the client (elicitation, sampling). Only one client may call a shared stdio
     /// server's asking tool at a time: see [`client_turn`].
     questions: bool,
@@ -481,8 +474,6 @@ impl Scope {
     fn full(era: Era) -> Scope {
         Scope {
             era,
-            everything_http_calls: era == Era::Legacy,
-            everything_read: true,
             questions: true,
         }
     }
@@ -509,7 +500,7 @@ fn full_plan(upstreams: &Upstreams, scope: Scope) -> Value {
         "name": "everything__echo",
         "arguments": { "message": echo_message("everything") }
     })];
-    if scope.everything_http_calls {
+    {
         calls.push(json!({
             "name": "everything_http__echo",
             "arguments": { "message": echo_message("everything_http") }
@@ -525,7 +516,7 @@ fn full_plan(upstreams: &Upstreams, scope: Scope) -> Value {
         json!({ "name": "python__echo", "arguments": { "message": echo_message("python") } }),
     ]);
     let mut reads = vec![exposed_uri("python", PYTHON_RESOURCE_URI)];
-    if scope.everything_read {
+    {
         reads.insert(0, exposed_uri("everything", EVERYTHING_DOC_URI));
     }
     let asks = if scope.questions {
@@ -816,7 +807,7 @@ fn assert_lists(label: &str, report: &Value) {
 }
 
 /// One tool of every server, answered with exactly what that server says.
-fn assert_calls(label: &str, report: &Value, upstreams: &Upstreams, scope: Scope) {
+fn assert_calls(label: &str, report: &Value, upstreams: &Upstreams) {
     let calls = &report["calls"];
     assert_texts(
         label,
@@ -824,7 +815,7 @@ fn assert_calls(label: &str, report: &Value, upstreams: &Upstreams, scope: Scope
         &calls["everything__echo"],
         &[&format!("Echo: {}", echo_message("everything"))],
     );
-    if scope.everything_http_calls {
+    {
         assert_texts(
             label,
             "everything_http__echo",
@@ -1024,9 +1015,9 @@ fn assert_read(label: &str, reads: &Value, uri: &str, text: &str) {
     assert_eq!(read["texts"], json!([text]), "{label}");
 }
 
-fn assert_resources_and_prompts(label: &str, report: &Value, scope: Scope) {
+fn assert_resources_and_prompts(label: &str, report: &Value) {
     let reads = &report["reads"];
-    if scope.everything_read {
+    {
         assert_read(
             label,
             reads,
@@ -1060,7 +1051,7 @@ fn check_full_report(label: &str, report: &Value, upstreams: &Upstreams, scope: 
         "{label}: {report}"
     );
     assert_lists(label, report);
-    assert_calls(label, report, upstreams, scope);
+    assert_calls(label, report, upstreams);
     assert_progress(label, report);
     assert_cancelled(label, report);
     if scope.questions {
@@ -1068,7 +1059,7 @@ fn check_full_report(label: &str, report: &Value, upstreams: &Upstreams, scope: 
     } else {
         assert_eq!(report["asks"], json!({}), "{label}");
     }
-    assert_resources_and_prompts(label, report, scope);
+    assert_resources_and_prompts(label, report);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1117,10 +1108,7 @@ async fn typescript_sdk_v1_client_through_manifold_serve() {
 async fn typescript_sdk_v2_client_through_manifold_serve_auto_and_legacy() {
     let fixture = shared_fixture().await;
     let _turn = client_turn().await;
-    let modern = Scope {
-        everything_read: false,
-        ..Scope::full(Era::Modern)
-    };
+    let modern = Scope::full(Era::Modern);
     for (mode, scope) in [("auto", modern), ("legacy", Scope::full(Era::Legacy))] {
         let label = format!("TS SDK v2, negotiation {mode}");
         let plan = full_plan(&fixture.upstreams, scope);
@@ -1289,12 +1277,7 @@ async fn inspector_cli_through_manifold_serve() {
         "git__git_log": call("git__git_log"),
         "python__echo": call("python__echo"),
     });
-    assert_calls(
-        label,
-        &json!({ "calls": calls }),
-        upstreams,
-        Scope::full(Era::Legacy),
-    );
+    assert_calls(label, &json!({ "calls": calls }), upstreams);
 
     // The gateway offers server-everything's question tools to every client (its shared
     // connection declares elicitation and sampling); a client that declared neither is refused by
@@ -1355,7 +1338,7 @@ async fn inspector_cli_through_manifold_serve() {
             "python__greeting": prompt("python__greeting", "name=Bob"),
         },
     });
-    assert_resources_and_prompts(label, &report, Scope::full(Era::Legacy));
+    assert_resources_and_prompts(label, &report);
 }
 
 /// The Python SDK client starts `manifold stdio` itself, as a desktop client would, in a directory
@@ -1429,10 +1412,7 @@ async fn clients_at_the_same_time_each_get_their_own_results() {
         questions: false,
         ..Scope::full(era)
     };
-    let modern_v2 = Scope {
-        everything_read: false,
-        ..quiet(Era::Modern)
-    };
+    let modern_v2 = quiet(Era::Modern);
     let upstreams = &fixture.upstreams;
     let url = json!({ "url": fixture.url });
     let (python_auto, python_legacy, ts_v1, ts_v2) = tokio::join!(
@@ -1482,7 +1462,7 @@ async fn clients_at_the_same_time_each_get_their_own_results() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Known bugs: each test states the right behaviour and is ignored until the gateway has it.
+// Regressions: behaviours that were once broken for modern clients.
 
 /// Reproduction: any 2026-07-28 client -> `manifold serve` -> a legacy Streamable HTTP server with
 /// sessions (server-everything `streamableHttp`): `tools/call everything_http__echo` answers the
