@@ -50,10 +50,11 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
             let (state, cause) = match &status {
                 Status::Up => ("up", None),
                 Status::Starting => ("starting", None),
+                Status::Idle => ("idle", None),
                 Status::Down { cause } => ("down", Some(cause.clone())),
                 Status::CrashLoop { cause } => ("crash-loop", Some(cause.clone())),
             };
-            if status != Status::Up {
+            if !matches!(status, Status::Up | Status::Idle) {
                 healthy = false;
             }
             lines.push(format!(

@@ -16,6 +16,8 @@ use crate::catalog::naming::NamingRules;
 use crate::server_requests::ToOriginatingClient;
 use crate::upstream::{Status, Upstream, UpstreamDefinition, UpstreamEvent, supervise};
 
+/// How long the first request waits for lazy upstreams to start.
+pub const LAZY_START_WAIT: Duration = Duration::from_secs(30);
 /// Events downstream sessions may need to pass on.
 pub const EVENT_QUEUE: usize = 1024;
 
@@ -128,7 +130,8 @@ impl Gateway {
         gateway
     }
 
-    /// Waits until every upstream has finished its first start (up or down), or `limit` passes.
+    /// Waits until every upstream has finished its first start (up or down; a lazy one not yet
+    /// needed counts as settled), or `limit` passes.
     pub async fn wait_started(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < deadline {
@@ -142,6 +145,20 @@ impl Gateway {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts lazy upstreams on the first request that needs the gateway, and waits (bounded by
+    /// `LAZY_START_WAIT`) for them, so that first request already sees their tools.
+    pub(crate) async fn wake_lazy(&self) {
+        // Every lazy upstream is woken, so no short-circuiting here.
+        let mut woke = false;
+        for u in &self.inner.upstreams {
+            woke |= u.wake();
+        }
+        if woke {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            self.wait_started(LAZY_START_WAIT).await;
         }
     }
 

@@ -53,6 +53,7 @@ impl Gateway {
             return error(id, ErrorCode::InvalidRequest, "expected a request");
         };
         let params = request.params().unwrap_or("{}");
+        self.wake_lazy().await;
         let outcome = match method {
             "ping" => Ok("{}".to_owned()),
             "tools/list" => self.list(ctx, params, ListOf::Tools),

@@ -54,6 +54,8 @@ pub struct UpstreamDefinition {
     pub restart: RestartPolicy,
     /// Tools whose calls may be retried whatever their `idempotentHint` says (configuration).
     pub idempotent_tools: ToolFilter,
+    /// Start only when a client first needs the gateway (`startup = "lazy"`).
+    pub lazy: bool,
 }
 
 /// How a failed upstream is brought back.
@@ -106,6 +108,7 @@ impl UpstreamDefinition {
             scope: Scope::Shared,
             restart: RestartPolicy::default(),
             idempotent_tools: Arc::new(|_| false),
+            lazy: false,
         }
     }
 
@@ -131,6 +134,8 @@ pub struct Lists {
 /// Where an upstream stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
+    /// A lazy upstream no client has needed yet.
+    Idle,
     Starting,
     Up,
     Down {
@@ -158,6 +163,9 @@ pub struct Upstream {
     status: RwLock<Status>,
     lists: RwLock<Arc<Lists>>,
     restarts: AtomicU32,
+    /// Wakes a lazy upstream's supervisor on first demand.
+    demand: tokio::sync::Notify,
+    demanded: std::sync::atomic::AtomicBool,
 }
 
 /// What a supervisor reports to the core.
@@ -184,17 +192,30 @@ fn write<T>(lock: &RwLock<T>, value: T) {
 
 impl Upstream {
     pub fn new(def: UpstreamDefinition) -> Upstream {
+        let lazy = def.lazy;
         Upstream {
             def,
             live: RwLock::new(Live::default()),
-            status: RwLock::new(Status::Starting),
+            status: RwLock::new(if lazy { Status::Idle } else { Status::Starting }),
             lists: RwLock::new(Arc::new(Lists::default())),
             restarts: AtomicU32::new(0),
+            demand: tokio::sync::Notify::new(),
+            demanded: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     pub fn status(&self) -> Status {
         read(&self.status)
+    }
+
+    /// Asks a lazy upstream to start (no effect once it has been asked, or if it is eager).
+    /// Returns true the first time.
+    pub fn wake(&self) -> bool {
+        if !self.def.lazy || self.demanded.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.demand.notify_one();
+        true
     }
 
     /// The live connection, or why there is none.
@@ -211,6 +232,7 @@ impl Upstream {
                     self.def.restart.crash_loop_retry.as_secs()
                 ),
                 Status::Starting => "it is still starting".to_owned(),
+                Status::Idle => "it starts on first use and has not been needed yet".to_owned(),
                 Status::Up => "its connection just closed".to_owned(),
             }),
         }
@@ -415,6 +437,12 @@ pub async fn supervise(
     let mut failures = 0u32;
     let mut recent_failures: std::collections::VecDeque<Instant> =
         std::collections::VecDeque::new();
+    if def.lazy && !upstream.demanded.load(Ordering::Acquire) {
+        tokio::select! {
+            _ = upstream.demand.notified() => {}
+            _ = stopped(&mut shutdown) => return,
+        }
+    }
     loop {
         if *shutdown.borrow() {
             return;

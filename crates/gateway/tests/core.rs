@@ -664,3 +664,29 @@ async fn tasks_methods_need_the_extension_and_name_a_server() {
     assert!(e.message.contains("no server \"nobody\""), "{}", e.message);
     g.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_lazy_server_starts_on_the_first_request_and_that_request_sees_its_tools() {
+    let mut def = peer_def("later", &[]);
+    def.lazy = true;
+    let g = started(vec![def, peer_def("now", &[])]).await;
+    assert_eq!(g.upstreams()[0].status(), manifold_gateway::Status::Idle);
+    assert!(
+        g.upstreams()[0].peer_info().is_none(),
+        "nothing was started for it"
+    );
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let list = result(&g.handle(&c, &req(1, "tools/list", "{}")).await);
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"later__echo") && names.contains(&"now__echo"),
+        "{names:?}"
+    );
+    assert_eq!(g.upstreams()[0].status(), manifold_gateway::Status::Up);
+    g.shutdown().await;
+}

@@ -48,6 +48,7 @@ pub fn upstream_definitions(config: &Config) -> Vec<UpstreamDefinition> {
             def.client_capabilities = FORWARDED_CAPABILITIES.to_owned();
             let tools = s.tools.clone();
             def.tools_allowed = Arc::new(move |name| tools.allows(name));
+            def.lazy = s.startup == manifold_config::Startup::Lazy;
             def.scope = match &s.kind {
                 ServerKind::Stdio {
                     scope: manifold_config::server::Scope::Session,
