@@ -184,15 +184,9 @@ impl Gateway {
             );
         };
         let (server, original) = (server.to_owned(), original.to_owned());
-        let outgoing = match request.with_name(&original) {
+        let outgoing = match renamed(request, &original) {
             Ok(m) => m,
-            Err(e) => {
-                return error(
-                    id,
-                    ErrorCode::InvalidParams,
-                    format!("could not forward the call: {e}"),
-                );
-            }
+            Err(refusal) => return refusal,
         };
         let idempotent = self
             .upstream(&server)
@@ -255,15 +249,9 @@ impl Gateway {
             );
         };
         let (server, original) = (server.to_owned(), original.to_owned());
-        let outgoing = match request.with_name(&original) {
+        let outgoing = match renamed(request, &original) {
             Ok(m) => m,
-            Err(e) => {
-                return error(
-                    id,
-                    ErrorCode::InvalidParams,
-                    format!("could not forward: {e}"),
-                );
-            }
+            Err(refusal) => return refusal,
         };
         self.forward_or_error(ctx, &server, &outgoing, id).await
     }
@@ -811,6 +799,17 @@ pub fn allowed_capabilities(declared: &str, allowed: &str) -> String {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Value::Object(kept).to_string()
+}
+
+/// The request with the upstream's own name in `params.name`, or the error response saying why not.
+fn renamed(request: &Message, original: &str) -> Result<Message, Message> {
+    request.with_name(original).map_err(|e| {
+        error(
+            request.id(),
+            ErrorCode::InvalidParams,
+            format!("could not forward: {e}"),
+        )
+    })
 }
 
 fn arguments_of(request: &Message) -> Value {
