@@ -186,7 +186,7 @@ impl Gateway {
         let (server, original) = (server.to_owned(), original.to_owned());
         let outgoing = match renamed(request, &original) {
             Ok(m) => m,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         };
         let idempotent = self
             .upstream(&server)
@@ -251,7 +251,7 @@ impl Gateway {
         let (server, original) = (server.to_owned(), original.to_owned());
         let outgoing = match renamed(request, &original) {
             Ok(m) => m,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         };
         self.forward_or_error(ctx, &server, &outgoing, id).await
     }
@@ -802,13 +802,13 @@ pub fn allowed_capabilities(declared: &str, allowed: &str) -> String {
 }
 
 /// The request with the upstream's own name in `params.name`, or the error response saying why not.
-fn renamed(request: &Message, original: &str) -> Result<Message, Message> {
+fn renamed(request: &Message, original: &str) -> Result<Message, Box<Message>> {
     request.with_name(original).map_err(|e| {
-        error(
+        Box::new(error(
             request.id(),
             ErrorCode::InvalidParams,
             format!("could not forward: {e}"),
-        )
+        ))
     })
 }
 
