@@ -1,9 +1,11 @@
 //! The HTTP server: Streamable HTTP at `/mcp` (both eras, chosen per request), the deprecated
-//! HTTP+SSE transport at `/sse` + `/message`, and the Origin/Host guard in front of all of them.
+//! HTTP+SSE transport at `/sse` + `/message`, and the Origin/Host guard in front of all of them;
+//! `/healthz` and `/readyz` for operators beside them.
 
 pub mod guard;
 pub mod legacy_sessions;
 pub mod modern;
+pub mod operator;
 pub mod reply;
 pub mod sse_transport;
 pub mod streamable;
@@ -94,6 +96,9 @@ fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             guard::origin_and_host,
         ))
+        // Probes come from orchestrators under any name: added after the guard, outside it.
+        .route("/healthz", get(operator::healthz))
+        .route("/readyz", get(operator::readyz))
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
