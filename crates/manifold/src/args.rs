@@ -17,6 +17,9 @@ pub struct Cli {
     /// More log output on stderr (repeat for more).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// Log format on stderr: human-readable, or one JSON object per line (for log collectors).
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -90,6 +93,13 @@ pub enum Command {
         /// The URL of the suite's mock server.
         url: String,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -38,7 +38,7 @@ fn split_json_flag(argv: Vec<String>) -> Vec<String> {
     out
 }
 
-fn init_logs(verbose: u8) {
+fn init_logs(verbose: u8, format: args::LogFormat) {
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -46,16 +46,21 @@ fn init_logs(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        args::LogFormat::Human => logs
+            .with_target(false)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        args::LogFormat::Json => logs.json().init(),
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse_from(split_json_flag(std::env::args().collect()));
-    init_logs(cli.verbose);
+    init_logs(cli.verbose, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -150,3 +150,36 @@ fn stdio_mode_serves_one_client_over_stdin_and_stdout() {
     ]);
     assert_eq!((code, out.trim()), (0, "over-stdio"), "{err}");
 }
+
+#[test]
+fn log_format_json_writes_one_json_object_per_line_on_stderr() {
+    let dir = temp_dir("jsonlogs");
+    let mut child = Command::new(MANIFOLD)
+        .args([
+            "-v",
+            "--log-format",
+            "json",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .current_dir(&dir)
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert_eq!(v["level"], "INFO");
+    assert!(
+        v["fields"]["message"].as_str().unwrap().contains("listens"),
+        "{v}"
+    );
+}
