@@ -66,6 +66,11 @@ fn ctx(client: Arc<Client>, revision: Revision, caps: &str) -> RequestContext {
     }
 }
 
+/// Calls a tool through the gateway and returns the result (panics on a JSON-RPC error).
+async fn call_tool(g: &Gateway, c: &RequestContext, id: i64, params: &str) -> Value {
+    result(&g.handle(c, &req(id, "tools/call", params)).await)
+}
+
 async fn started(defs: Vec<UpstreamDefinition>) -> Gateway {
     let g = Gateway::start(GatewaySettings::default(), defs);
     g.wait_started(Duration::from_secs(30)).await;
@@ -187,17 +192,7 @@ async fn a_dead_upstream_fails_its_calls_at_once_and_the_others_keep_working() {
         )
         .await;
     assert_eq!(result(&m)["content"][0]["text"], "ok");
-    let health = result(
-        &g.handle(
-            &c,
-            &req(
-                2,
-                "tools/call",
-                r#"{"name":"manifold_health","arguments":{}}"#,
-            ),
-        )
-        .await,
-    );
+    let health = call_tool(&g, &c, 2, r#"{"name":"manifold_health","arguments":{}}"#).await;
     let s = &health["structuredContent"];
     assert_eq!(s["status"], "degraded");
     let dead = s["upstreams"]
@@ -333,21 +328,17 @@ async fn progress_is_relayed_with_the_clients_own_token_before_the_result() {
 async fn search_finds_tools_by_keyword_and_call_tool_runs_them() {
     let g = started(vec![peer_def("math", &[])]).await;
     let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
-    let found = result(
-        &g.handle(
-            &c,
-            &req(
-                1,
-                "tools/call",
-                r#"{"name":"manifold_search_tools","arguments":{"query":"adds numbers"}}"#,
-            ),
-        )
-        .await,
-    );
+    let found = call_tool(
+        &g,
+        &c,
+        1,
+        r#"{"name":"manifold_search_tools","arguments":{"query":"adds numbers"}}"#,
+    )
+    .await;
     let first = &found["structuredContent"]["tools"][0];
     assert_eq!(first["name"], "math__add");
     assert!(first["inputSchema"].is_object());
-    let sum = result(&g.handle(&c, &req(2, "tools/call", r#"{"name":"manifold_call_tool","arguments":{"name":"math__add","arguments":{"a":2,"b":3}}}"#)).await);
+    let sum = call_tool(&g, &c, 2, r#"{"name":"manifold_call_tool","arguments":{"name":"math__add","arguments":{"a":2,"b":3}}}"#).await;
     assert_eq!(sum["structuredContent"]["sum"], 5);
     g.shutdown().await;
 }
@@ -361,13 +352,7 @@ async fn a_legacy_upstreams_question_reaches_a_modern_client_as_input_required()
         Revision::V2026_07_28,
         r#"{"elicitation":{}}"#,
     );
-    let first = result(
-        &g.handle(
-            &c,
-            &req(1, "tools/call", r#"{"name":"old__ask","arguments":{}}"#),
-        )
-        .await,
-    );
+    let first = call_tool(&g, &c, 1, r#"{"name":"old__ask","arguments":{}}"#).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
     let question = &first["inputRequests"]["manifold-input"];
     assert_eq!(question["method"], "elicitation/create");
@@ -391,7 +376,7 @@ async fn a_legacy_upstreams_question_reaches_a_modern_client_as_input_required()
     let retry = format!(
         r#"{{"name":"old__ask","arguments":{{}},"requestState":"{state}","inputResponses":{{"manifold-input":{{"action":"accept","content":{{"name":"Ada"}}}}}}}}"#
     );
-    let done = result(&g.handle(&c, &req(3, "tools/call", &retry)).await);
+    let done = call_tool(&g, &c, 3, &retry).await;
     assert_eq!(done["resultType"], "complete");
     assert!(
         done["content"][0]["text"].as_str().unwrap().contains("Ada"),
@@ -402,7 +387,7 @@ async fn a_legacy_upstreams_question_reaches_a_modern_client_as_input_required()
         "a modern client is never sent a request"
     );
     // The same state cannot be used twice.
-    let again = result(&g.handle(&c, &req(4, "tools/call", &retry)).await);
+    let again = call_tool(&g, &c, 4, &retry).await;
     assert_eq!(again["isError"], true);
     assert!(
         again["content"][0]["text"]
@@ -549,31 +534,17 @@ async fn a_server_that_keeps_failing_enters_a_crash_loop_visible_in_health() {
     }
     assert!(looped, "status stayed {:?}", g.upstreams()[0].status());
     let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
-    let health = result(
-        &g.handle(
-            &c,
-            &req(
-                1,
-                "tools/call",
-                r#"{"name":"manifold_health","arguments":{}}"#,
-            ),
-        )
-        .await,
-    );
+    let health = call_tool(&g, &c, 1, r#"{"name":"manifold_health","arguments":{}}"#).await;
     let broken = &health["structuredContent"]["upstreams"][0];
     assert_eq!(broken["state"], "crash-loop");
     assert!(broken["restarts"].as_u64().is_some());
-    let fine = result(
-        &g.handle(
-            &c,
-            &req(
-                2,
-                "tools/call",
-                r#"{"name":"fine__echo","arguments":{"message":"still here"}}"#,
-            ),
-        )
-        .await,
-    );
+    let fine = call_tool(
+        &g,
+        &c,
+        2,
+        r#"{"name":"fine__echo","arguments":{"message":"still here"}}"#,
+    )
+    .await;
     assert_eq!(fine["content"][0]["text"], "still here");
     g.shutdown().await;
 }
@@ -595,17 +566,13 @@ async fn an_idempotent_call_is_retried_when_its_server_dies_and_says_so_in_meta(
     def.idempotent_tools = Arc::new(|name| name == "echo");
     let g = started(vec![def]).await;
     let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
-    let r = result(
-        &g.handle(
-            &c,
-            &req(
-                1,
-                "tools/call",
-                r#"{"name":"dies__echo","arguments":{"message":"x"}}"#,
-            ),
-        )
-        .await,
-    );
+    let r = call_tool(
+        &g,
+        &c,
+        1,
+        r#"{"name":"dies__echo","arguments":{"message":"x"}}"#,
+    )
+    .await;
     assert_eq!(
         r["isError"], true,
         "the server dies on every call, so every attempt fails"
@@ -620,17 +587,13 @@ async fn a_call_that_is_not_idempotent_is_never_retried() {
     fast_restarts(&mut def);
     let g = started(vec![def]).await;
     let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
-    let r = result(
-        &g.handle(
-            &c,
-            &req(
-                1,
-                "tools/call",
-                r#"{"name":"dies__add","arguments":{"a":1,"b":2}}"#,
-            ),
-        )
-        .await,
-    );
+    let r = call_tool(
+        &g,
+        &c,
+        1,
+        r#"{"name":"dies__add","arguments":{"a":1,"b":2}}"#,
+    )
+    .await;
     assert_eq!(r["isError"], true);
     assert!(r.get("_meta").is_none(), "{r}");
     g.shutdown().await;
