@@ -78,6 +78,14 @@ fn harness(cancels_itself: bool) -> Harness {
     }
 }
 
+/// Starts a call with default options.
+async fn start(h: &Harness, method: &str, params: Option<&str>) -> manifold_upstream::Call {
+    h.conn
+        .request(method, params, CallOptions::default())
+        .await
+        .unwrap()
+}
+
 async fn say(h: &Harness, text: &str) {
     h.inbound
         .send(Inbound::Message {
@@ -98,11 +106,7 @@ async fn next_written(h: &mut Harness) -> Message {
 #[tokio::test]
 async fn a_response_settles_its_call_with_the_bytes_the_server_sent() {
     let mut h = harness(false);
-    let call = h
-        .conn
-        .request("tools/list", None, CallOptions::default())
-        .await
-        .unwrap();
+    let call = start(&h, "tools/list", None).await;
     let sent = next_written(&mut h).await;
     assert_eq!(sent.method(), Some("tools/list"));
     let id = sent.id().unwrap().to_json();
@@ -119,15 +123,12 @@ async fn a_response_settles_its_call_with_the_bytes_the_server_sent() {
 #[tokio::test]
 async fn progress_tokens_are_replaced_on_the_way_out_and_restored_on_the_way_back() {
     let mut h = harness(false);
-    let mut call = h
-        .conn
-        .request(
-            "tools/call",
-            Some(r#"{"name":"t","_meta":{"progressToken":"caller-token"}}"#),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
+    let mut call = start(
+        &h,
+        "tools/call",
+        Some(r#"{"name":"t","_meta":{"progressToken":"caller-token"}}"#),
+    )
+    .await;
     let sent = next_written(&mut h).await;
     let ours = sent
         .params_raw(&["_meta", "progressToken"])
@@ -168,11 +169,7 @@ async fn progress_tokens_are_replaced_on_the_way_out_and_restored_on_the_way_bac
 #[tokio::test]
 async fn a_duplicate_or_unknown_response_is_ignored_and_counted() {
     let mut h = harness(false);
-    let call = h
-        .conn
-        .request("ping", None, CallOptions::default())
-        .await
-        .unwrap();
+    let call = start(&h, "ping", None).await;
     let id = next_written(&mut h).await.id().unwrap().to_json();
     say(&h, r#"{"jsonrpc":"2.0","id":999,"result":{}}"#).await;
     say(
@@ -190,11 +187,7 @@ async fn a_duplicate_or_unknown_response_is_ignored_and_counted() {
         Some(r#"{"n":1}"#)
     );
     // A later request proves the router handled both strays before it.
-    let call2 = h
-        .conn
-        .request("ping", None, CallOptions::default())
-        .await
-        .unwrap();
+    let call2 = start(&h, "ping", None).await;
     let id2 = next_written(&mut h).await.id().unwrap().to_json();
     say(
         &h,
@@ -214,16 +207,8 @@ async fn a_duplicate_or_unknown_response_is_ignored_and_counted() {
 #[tokio::test]
 async fn closing_the_transport_settles_every_pending_call_with_the_cause() {
     let mut h = harness(false);
-    let a = h
-        .conn
-        .request("a", None, CallOptions::default())
-        .await
-        .unwrap();
-    let b = h
-        .conn
-        .request("b", None, CallOptions::default())
-        .await
-        .unwrap();
+    let a = start(&h, "a", None).await;
+    let b = start(&h, "b", None).await;
     next_written(&mut h).await;
     next_written(&mut h).await;
     h.inbound
@@ -326,11 +311,7 @@ async fn progress_resets_the_deadline_but_not_past_the_absolute_cap() {
 #[tokio::test]
 async fn cancel_sends_cancelled_unless_the_transport_cancels_itself() {
     let mut h = harness(false);
-    let call = h
-        .conn
-        .request("slow", None, CallOptions::default())
-        .await
-        .unwrap();
+    let call = start(&h, "slow", None).await;
     let id = next_written(&mut h).await.id().unwrap().clone();
     let err = call.cancel("user asked");
     assert!(matches!(err, UpstreamError::Cancelled { .. }));
@@ -340,11 +321,7 @@ async fn cancel_sends_cancelled_unless_the_transport_cancels_itself() {
     assert_eq!(h.transport.cancelled.lock().unwrap().as_slice(), [id]);
 
     let mut h = harness(true);
-    let call = h
-        .conn
-        .request("slow", None, CallOptions::default())
-        .await
-        .unwrap();
+    let call = start(&h, "slow", None).await;
     next_written(&mut h).await;
     drop(call);
     assert!(
@@ -358,15 +335,7 @@ async fn cancel_sends_cancelled_unless_the_transport_cancels_itself() {
 #[tokio::test]
 async fn server_requests_reach_the_handler_with_the_call_they_belong_to() {
     let mut h = harness(false);
-    let call = h
-        .conn
-        .request(
-            "tools/call",
-            Some(r#"{"name":"ask"}"#),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
+    let call = start(&h, "tools/call", Some(r#"{"name":"ask"}"#)).await;
     let our_id = next_written(&mut h).await.id().unwrap().to_json();
     say(&h, r#"{"jsonrpc":"2.0","id":"srv-1","method":"elicitation/create","params":{"message":"name?"}}"#).await;
     let reply = next_written(&mut h).await;
@@ -387,16 +356,8 @@ async fn server_requests_reach_the_handler_with_the_call_they_belong_to() {
 #[tokio::test]
 async fn a_malformed_response_with_a_readable_id_fails_that_call_only() {
     let mut h = harness(false);
-    let bad = h
-        .conn
-        .request("a", None, CallOptions::default())
-        .await
-        .unwrap();
-    let good = h
-        .conn
-        .request("b", None, CallOptions::default())
-        .await
-        .unwrap();
+    let bad = start(&h, "a", None).await;
+    let good = start(&h, "b", None).await;
     let id_bad = next_written(&mut h).await.id().unwrap().to_json();
     let id_good = next_written(&mut h).await.id().unwrap().to_json();
     let fault = Message::decode_str(&format!(
