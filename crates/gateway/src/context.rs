@@ -58,6 +58,29 @@ pub struct RequestContext {
     pub peer: Arc<dyn DownstreamPeer>,
     /// The legacy session the request belongs to, for logs and per-session upstreams.
     pub session: Option<String>,
+    /// Who the request was authenticated as; `None` when inbound authentication is off.
+    pub caller: Option<Arc<Caller>>,
+    /// W3C trace context that arrived with the request's HTTP headers, if any; `_meta` may carry
+    /// its own, which wins.
+    pub trace: Option<TraceHeaders>,
+}
+
+/// An authenticated identity as policy, logs and health see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The API key's name or the token's subject.
+    pub name: String,
+    /// Groups the identity belongs to (from the token's claims or the key's record).
+    pub groups: Vec<String>,
+    /// Scopes granted to the identity.
+    pub scopes: Vec<String>,
+}
+
+/// The W3C trace context headers of one request, raw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceHeaders {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
 }
 
 /// A peer that drops notifications and cannot be asked anything (tests, internal calls).

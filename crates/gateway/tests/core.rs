@@ -63,6 +63,8 @@ fn ctx(client: Arc<Client>, revision: Revision, caps: &str) -> RequestContext {
         },
         peer: client,
         session: None,
+        caller: None,
+        trace: None,
     }
 }
 

@@ -387,6 +387,8 @@ pub async fn run_session_call(
             outlet,
         }),
         session: session.id.clone(),
+        caller: None,
+        trace: None,
     };
     let response = run_call(gateway, ctx, request, cancel).await;
     if let Some(r) = &response {

@@ -239,6 +239,8 @@ impl Connection {
                     log_level: meta.log_level,
                 }),
                 session: None,
+                caller: None,
+                trace: None,
             };
             if let Some(r) = run_call(&conn.gateway, ctx, &message, &token).await {
                 conn.writer.answer(&r).await;

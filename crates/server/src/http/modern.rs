@@ -302,6 +302,8 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
             log_level: meta.log_level,
         }),
         session: None,
+        caller: None,
+        trace: None,
     };
     {
         let gateway = state.gateway.clone();
