@@ -3,7 +3,8 @@
 # so every test run shows whether Manifold's client stack (manifold-upstream: negotiation, Streamable HTTP,
 # SSE resumption, request headers, MRTR) still behaves as the specification's own checks expect.
 #
-# usage: tests/conformance/run-client.sh [SCENARIO...]   (default: every scenario listed below)
+# usage: tests/conformance/run-client.sh [SCENARIO...]   (default: every scenario listed below; `suite:auth` names the
+#        suite runs)
 # env:   CARGO_TARGET_DIR          where the already built `manifold` binary is (default: <repo>/target)
 #        MANIFOLD_NODE22_BIN       directory of a Node >= 22 `node` (default: the one scripts/install-peers puts
 #                                  in tests/node22)
@@ -11,7 +12,8 @@
 #        MANIFOLD_CONFORMANCE_LOGS keep each scenario's full suite output here (default: a temporary directory,
 #                                  removed at exit)
 # It builds nothing: scripts/test builds the binary first (`cargo build -p manifold`). One line per
-# scenario, then `conformance-client: N passed, M failed`; exits 1 when any scenario failed.
+# scenario (a suite run prints one line for each of its scenarios), then `conformance-client: N passed, M failed`;
+# exits 1 when any scenario failed.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +26,8 @@ SUITE_JS="node_modules/@modelcontextprotocol/conformance/dist/index.js"
 # The suite kills a client after --timeout; this outer limit only guards against the suite itself hanging.
 SCENARIO_TIMEOUT_MS=30000
 HANG_GUARD_SECONDS=120
+# A suite runs its scenarios in parallel, each under the same --timeout; this only guards against a hung suite.
+SUITE_HANG_GUARD_SECONDS=300
 
 die() {
     printf 'conformance-client: error: %s\n' "$*" >&2
@@ -39,8 +43,11 @@ for suite in stable alpha; do
 done
 
 # suite | scenario | extra suite arguments. The first nine are the ones Manifold must pass; the rest are every
-# other client scenario of these two suite versions that needs no authorization and no extension Manifold does
-# not implement (the sep-2640 skills scenarios need the skills extension; auth/* need OAuth).
+# other client scenario of these two suite versions that needs no extension Manifold does not implement (the
+# sep-2640 skills scenarios need the skills extension; DPoP, private_key_jwt, workload identity and enterprise-managed
+# authorization are extensions Manifold does not speak). `suite:NAME` runs the suite's `--suite NAME` (its scenarios
+# in parallel) and reports each of them: `suite:auth` is the authorization suite the specification requires of a
+# client (discovery, CIMD, DCR, pre-registration, scope selection and step-up, token endpoint authentication).
 SCENARIOS=(
     "stable|initialize|"
     "stable|tools_call|"
@@ -59,6 +66,22 @@ SCENARIOS=(
     "alpha|http-invalid-tool-headers|"
     "alpha|json-schema-2020-12-preservation|"
     "alpha|json-schema-2020-12-preservation|--spec-version 2026-07-28"
+    "stable|suite:auth|"
+    "alpha|suite:auth|"
+    "alpha|suite:auth|--spec-version 2026-07-28"
+    "alpha|auth/2025-03-26-oauth-metadata-backcompat|"
+    "alpha|auth/resource-mismatch|"
+    "alpha|auth/offline-access-scope|"
+    "alpha|auth/offline-access-not-supported|"
+    "alpha|auth/authorization-server-migration|"
+    "alpha|auth/iss-supported|"
+    "alpha|auth/iss-not-advertised|"
+    "alpha|auth/iss-supported-missing|"
+    "alpha|auth/iss-wrong-issuer|"
+    "alpha|auth/iss-unexpected|"
+    "alpha|auth/iss-normalized|"
+    "alpha|auth/metadata-issuer-mismatch|"
+    "alpha|auth/client-credentials-basic|"
 )
 
 if [[ $# -gt 0 ]]; then
@@ -93,8 +116,53 @@ command -v timeout >/dev/null && hang_guard=(timeout --kill-after=10 "$HANG_GUAR
 
 passed=0
 failed=0
+
+# One suite run (`--suite NAME`): a line per scenario from the suite's own summary, failed checks under a failure.
+run_suite() {
+    local suite="$1" name="$2" extra="$3"
+    local log="$LOGS/$suite-suite-$name${extra:+-${extra//[^0-9A-Za-z]/_}}.log"
+    local args=(client --command "$MANIFOLD conformance-client" --suite "$name" --timeout "$SCENARIO_TIMEOUT_MS" --verbose)
+    # shellcheck disable=SC2206 # extra holds whole, space-separated suite options by design
+    [[ -n "$extra" ]] && args+=($extra)
+    [[ -f "$EXPECTED_FAILURES" ]] && args+=(--expected-failures "$EXPECTED_FAILURES")
+    local guard=()
+    command -v timeout >/dev/null && guard=(timeout --kill-after=10 "$SUITE_HANG_GUARD_SECONDS")
+    "${guard[@]}" "$NODE" "$SUITES/$suite/$SUITE_JS" "${args[@]}" >"$log" 2>&1
+    local status=$? seen=0 before=$failed line scenario counts why
+    while IFS= read -r line; do
+        if [[ "$line" =~ ^(✓|✗)\ ([^:]+):\ (.*)$ ]]; then
+            seen=$((seen + 1))
+            scenario="${BASH_REMATCH[2]}"
+            counts="${BASH_REMATCH[3]}"
+            if [[ "${BASH_REMATCH[1]}" == "✓" ]]; then
+                passed=$((passed + 1))
+                printf 'PASS  %-64s %s\n' "$suite $scenario (suite $name${extra:+, $extra})" "$counts"
+            else
+                failed=$((failed + 1))
+                printf 'FAIL  %-64s %s\n' "$suite $scenario (suite $name${extra:+, $extra})" "$counts"
+            fi
+        elif [[ "$line" == "    - "* ]]; then
+            printf '      %s\n' "${line#    }"
+        fi
+    done < <(strip_colors <"$log" | sed -n '/=== SUITE SUMMARY ===/,$p')
+    if [[ $seen -eq 0 || ( $status -ne 0 && $failed -eq $before ) ]]; then
+        failed=$((failed + 1))
+        why="the suite failed without a failed scenario (exit status $status)"
+        [[ $seen -eq 0 ]] && why="the suite reported no scenarios (exit status $status)"
+        [[ $status -eq 124 || $status -eq 137 ]] && why="the suite hung (killed after ${SUITE_HANG_GUARD_SECONDS}s)"
+        printf 'FAIL  %-64s %s\n' "$suite suite $name${extra:+ ($extra)}" "$why"
+    fi
+    if [[ $status -ne 0 && -n "${MANIFOLD_CONFORMANCE_LOGS:-}" ]]; then
+        printf '      full output: %s\n' "$log"
+    fi
+}
+
 for entry in "${SCENARIOS[@]}"; do
     IFS='|' read -r suite scenario extra <<<"$entry"
+    if [[ "$scenario" == suite:* ]]; then
+        run_suite "$suite" "${scenario#suite:}" "$extra"
+        continue
+    fi
     label="$suite $scenario${extra:+ ($extra)}"
     log="$LOGS/$suite-${scenario//\//_}${extra:+-${extra//[^0-9A-Za-z]/_}}.log"
     args=(client --command "$MANIFOLD conformance-client" --scenario "$scenario" --timeout "$SCENARIO_TIMEOUT_MS")

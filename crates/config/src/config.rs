@@ -18,6 +18,16 @@ pub struct Config {
     pub gateway: GatewaySettings,
     /// Every server, enabled or not, ordered by name (ignoring case).
     pub servers: Vec<ServerConfig>,
+    /// The `[[rules]]`: who may see and call what, tried in file order.
+    pub rules: Vec<crate::access::AccessRule>,
+    /// The `[rate_limits]` section.
+    pub rate_limits: crate::access::RateLimits,
+    /// The `[auth]` section: who may use the HTTP endpoint.
+    pub auth: crate::auth::AuthSettings,
+    /// Drain time, session idle expiry and idle shutdown of lazy servers.
+    pub lifecycle: crate::load::lifecycle::LifecycleSettings,
+    /// The `[telemetry]` section: metrics, traces and call log lines.
+    pub telemetry: crate::load::telemetry::TelemetrySettings,
     secrets: Vec<Secret>,
 }
 
@@ -32,6 +42,11 @@ impl Config {
             origin: origin.to_owned(),
             gateway,
             servers,
+            rules: Vec::new(),
+            rate_limits: crate::access::RateLimits::default(),
+            auth: crate::auth::AuthSettings::default(),
+            lifecycle: crate::load::lifecycle::LifecycleSettings::default(),
+            telemetry: crate::load::telemetry::TelemetrySettings::default(),
             secrets,
         }
     }

@@ -6,7 +6,9 @@
 //! configurations into Manifold TOML ([`import`]) and summarises a configuration for
 //! `manifold check` ([`check_report`]). The only I/O is in [`environment`].
 
+pub mod access;
 pub mod allowlist;
+pub mod auth;
 pub mod check;
 pub mod config;
 mod did_you_mean;
@@ -25,11 +27,16 @@ mod toml_text;
 pub mod tool_filter;
 
 pub use allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
+pub use auth::{AuthSettings, OAuthSettings};
 pub use check::{check, check_report};
 pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
 pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
+pub use load::lifecycle::{
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings,
+};
+pub use load::telemetry::TelemetrySettings;
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};
 pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};

@@ -42,6 +42,17 @@ pub enum Startup {
     Lazy,
 }
 
+/// What the gateway does when one of the server's tool definitions no longer matches the one
+/// pinned on first sight (`on_change`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnChange {
+    /// Serve the changed tool; log it and report it in `manifold_health`.
+    #[default]
+    Warn,
+    /// Withhold the changed tool until `manifold pins approve SERVER`.
+    Block,
+}
+
 /// The fields of a server whose values came from `${...}` interpolation, by their path inside
 /// the server (`command`, `args[1]`, `env.TOKEN`, `url`, `headers.Authorization`, ...).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,6 +104,8 @@ pub struct ServerConfig {
     pub max_timeout: Duration,
     pub tools: ToolFilter,
     pub startup: Startup,
+    /// What a changed tool definition does (see `docs/security.md`, "Tool definitions").
+    pub on_change: OnChange,
     pub kind: ServerKind,
 }
 
@@ -233,6 +246,13 @@ impl fmt::Debug for ServerKind {
                         ),
                     )
                     .field("allow_insecure_http", &spec.allow_insecure_http)
+                    .field(
+                        "auth",
+                        &crate::load::upstream_credentials::ShownCredentials {
+                            auth: &spec.auth,
+                            interpolated,
+                        },
+                    )
                     .finish()
             }
         }
@@ -267,6 +287,7 @@ impl PartialEq for ServerKind {
                     && a.ca_bundle == b.ca_bundle
                     && a.client_identity == b.client_identity
                     && a.allow_insecure_http == b.allow_insecure_http
+                    && a.auth == b.auth
             }
             _ => false,
         }

@@ -41,9 +41,13 @@ fn text_result(text: &str, structured: Option<Value>, is_error: bool) -> String 
 pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
     let mut healthy = true;
     let mut lines = Vec::new();
+    let pins = gateway.settings().pins.as_deref();
+    // With rules, a caller sees only the servers it may reach, and their tools it may see.
+    let visible = gateway.visible_servers(ctx);
     let upstreams: Vec<Value> = gateway
         .upstreams()
         .iter()
+        .filter(|u| visible.as_ref().is_none_or(|v| v.contains_key(&u.def.name)))
         .map(|u| {
             let status = u.status();
             let info = u.peer_info();
@@ -65,6 +69,10 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
                     .map(|c| format!(" ({c})"))
                     .unwrap_or_default()
             ));
+            let definitions = pins.map(|p| crate::pins::health_of(p, &u.def.name));
+            if let Some((_, Some(changed))) = &definitions {
+                lines.push(changed.clone());
+            }
             json!({
                 "name": u.def.name,
                 "state": state,
@@ -72,10 +80,14 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
                 "era": info.as_ref().map(|i| format!("{:?}", i.era).to_lowercase()),
                 "revision": info.as_ref().map(|i| i.revision.as_str()),
                 "server": info.as_ref().and_then(|i| i.server_name.clone()),
-                "tools": u.lists().tools.len(),
+                "tools": visible
+                    .as_ref()
+                    .and_then(|v| v.get(&u.def.name).copied())
+                    .unwrap_or_else(|| u.lists().tools.len()),
                 "lastError": u.last_error(),
                 "restarts": u.restarts(),
                 "uptimeSeconds": u.uptime().map(|d| d.as_secs()),
+                "definitions": definitions.map(|(v, _)| v),
             })
         })
         .collect();
@@ -100,6 +112,7 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
         "status": status,
         "upstreams": upstreams,
         "catalogError": gateway.catalog_error(),
+        "pinsError": pins.and_then(crate::pins::Pins::error),
         "client": { "revision": client_revision, "info": client_info, "revisionSkew": skew },
     });
     let text = format!("Manifold is {status}.\n{}", lines.join("\n"));
@@ -114,7 +127,7 @@ fn words(s: &str) -> Vec<String> {
 }
 
 /// `manifold_search_tools`: ranks exposed tools by keyword matches.
-pub fn search(gateway: &Gateway, arguments: &Value) -> String {
+pub fn search(gateway: &Gateway, ctx: &RequestContext, arguments: &Value) -> String {
     let Some(query) = arguments.get("query").and_then(Value::as_str) else {
         return text_result(
             "manifold_search_tools needs a \"query\" string, e.g. {\"query\":\"read file\"}",
@@ -131,9 +144,12 @@ pub fn search(gateway: &Gateway, arguments: &Value) -> String {
         .clamp(1, SEARCH_MAX_LIMIT);
     let terms = words(query);
     let catalog = gateway.catalog();
+    let policy = gateway.policy();
+    let view = policy.for_caller(ctx.caller.as_deref());
     let mut scored: Vec<(u32, &crate::catalog::build::Entry, Value)> = catalog
         .tools
         .iter()
+        .filter(|e| view.sees_entry(crate::policy::ItemKind::Tool, e))
         .filter_map(|e| {
             let v: Value = serde_json::from_str(&e.raw).ok()?;
             let name = e.exposed.to_lowercase();

@@ -61,7 +61,8 @@ pub struct RequestContext {
     /// Who the request was authenticated as; `None` when inbound authentication is off.
     pub caller: Option<Arc<Caller>>,
     /// W3C trace context that arrived with the request's HTTP headers, if any; `_meta` may carry
-    /// its own, which wins.
+    /// its own, which wins. While spans are exported it is the context of the request's own span
+    /// instead, so upstream calls continue the trace as its children (`call_record.rs`).
     pub trace: Option<TraceHeaders>,
 }
 

@@ -2,9 +2,11 @@
 //!
 //! One task rebuilds the catalog whenever a supervisor reports a change and tells downstream
 //! sessions which lists changed. The catalog is swapped whole, so requests read a consistent
-//! snapshot and a hidden tool is never served from a half-built list.
+//! snapshot and a hidden tool is never served from a half-built list. The set of upstreams is
+//! swapped whole too (a reload, see `reconfigure.rs`): each upstream has its own supervisor
+//! with its own stop signal, so one can be started or retired while the others run on.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use manifold_wire::{Message, Revision};
@@ -39,6 +41,14 @@ pub struct GatewaySettings {
     pub instructions: Option<String>,
     /// Largest tool result forwarded whole; larger ones are truncated with a note.
     pub result_max_bytes: usize,
+    /// Who may see and call what (`policy.rs`); empty: everyone everything.
+    pub rules: crate::policy::Policy,
+    /// How often each identity may ask (`rate_limit.rs`); empty: no limits.
+    pub rate_limits: crate::rate_limit::RateLimits,
+    /// Tool definition pins (`pins.rs`); `None`: definitions are not pinned.
+    pub pins: Option<Arc<crate::pins::Pins>>,
+    /// Metrics and call log lines (`call_record.rs`); the default is a fresh registry.
+    pub telemetry: Arc<manifold_telemetry::Telemetry>,
 }
 
 impl Default for GatewaySettings {
@@ -48,6 +58,10 @@ impl Default for GatewaySettings {
             discovery: Discovery::Full,
             instructions: None,
             result_max_bytes: crate::truncate::DEFAULT_MAX_RESULT_BYTES,
+            rules: crate::policy::Policy::default(),
+            rate_limits: crate::rate_limit::RateLimits::default(),
+            pins: None,
+            telemetry: Arc::default(),
         }
     }
 }
@@ -71,14 +85,58 @@ pub enum GatewayEvent {
 
 pub(crate) struct Inner {
     pub(crate) settings: GatewaySettings,
-    pub(crate) upstreams: Vec<Arc<Upstream>>,
+    /// The upstreams in force; replaced whole by a reload.
+    upstreams: RwLock<Arc<Vec<Arc<Upstream>>>>,
     catalog: RwLock<Arc<Catalog>>,
     catalog_error: RwLock<Option<String>>,
-    events: broadcast::Sender<GatewayEvent>,
+    pub(crate) events: broadcast::Sender<GatewayEvent>,
     pub(crate) held: crate::mrtr::HeldCalls,
     pub(crate) sessions: crate::sessions::SessionConnections,
-    shutdown: watch::Sender<bool>,
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) shutdown: watch::Sender<bool>,
+    /// One per running upstream (retiring ones included until they stop).
+    supervisors: Mutex<Vec<Supervisor>>,
+    upstream_events: mpsc::UnboundedSender<UpstreamEvent>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// One reload at a time.
+    pub(crate) reconfiguring: tokio::sync::Mutex<()>,
+    pub(crate) calls: crate::drain::CallTracker,
+    /// Rules, rate limits and task owners in force; replaced by a reload.
+    pub(crate) access: crate::policy::Access,
+}
+
+/// An upstream's supervisor task and the signal that stops it.
+struct Supervisor {
+    upstream: Arc<Upstream>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The upstreams in force, in configuration order. A snapshot: a reload replaces the set and
+/// never changes a snapshot already taken.
+#[derive(Clone)]
+pub struct Upstreams(Arc<Vec<Arc<Upstream>>>);
+
+impl std::ops::Deref for Upstreams {
+    type Target = [Arc<Upstream>];
+    fn deref(&self) -> &[Arc<Upstream>] {
+        &self.0
+    }
+}
+
+impl IntoIterator for Upstreams {
+    type Item = Arc<Upstream>;
+    type IntoIter = std::vec::IntoIter<Arc<Upstream>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().cloned().collect::<Vec<_>>().into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Upstreams {
+    type Item = &'a Arc<Upstream>;
+    type IntoIter = std::slice::Iter<'a, Arc<Upstream>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
 }
 
 /// The running gateway; cheap to clone.
@@ -91,43 +149,118 @@ impl Gateway {
     /// Starts every upstream's supervisor and the catalog task. Must run inside a tokio runtime.
     pub fn start(settings: GatewaySettings, definitions: Vec<UpstreamDefinition>) -> Gateway {
         let (events, _) = broadcast::channel(EVENT_QUEUE);
+        let access = crate::policy::Access::new(&settings);
         let (shutdown, _) = watch::channel(false);
         let upstreams: Vec<Arc<Upstream>> = definitions
             .into_iter()
             .map(|d| Arc::new(Upstream::new(d)))
             .collect();
+        let (tx, rx) = mpsc::unbounded_channel();
         let gateway = Gateway {
             inner: Arc::new(Inner {
                 settings,
-                upstreams,
+                upstreams: RwLock::new(Arc::new(upstreams)),
                 catalog: RwLock::new(Arc::new(Catalog::default())),
                 catalog_error: RwLock::new(None),
                 events,
                 held: crate::mrtr::HeldCalls::new(),
                 sessions: crate::sessions::SessionConnections::default(),
                 shutdown,
-                tasks: std::sync::Mutex::new(Vec::new()),
+                supervisors: Mutex::new(Vec::new()),
+                upstream_events: tx,
+                tasks: Mutex::new(Vec::new()),
+                reconfiguring: tokio::sync::Mutex::new(()),
+                calls: crate::drain::CallTracker::default(),
+                access,
             }),
         };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut tasks = Vec::new();
-        for u in &gateway.inner.upstreams {
-            tasks.push(tokio::spawn(supervise(
-                Arc::clone(u),
-                Arc::new(ToOriginatingClient),
-                tx.clone(),
+        for u in gateway.upstreams().iter() {
+            gateway.start_supervisor(u);
+        }
+        gateway.keep_task(tokio::spawn(keep_catalog(
+            Arc::downgrade(&gateway.inner),
+            rx,
+            gateway.inner.shutdown.subscribe(),
+        )));
+        if let Some(pins) = &gateway.inner.settings.pins {
+            // An approval by `manifold pins approve` lands in the file; rebuilding lets the
+            // approved tools back in and tells clients their lists changed.
+            let weak = Arc::downgrade(&gateway.inner);
+            gateway.keep_task(tokio::spawn(crate::pins::watch_file(
+                Arc::clone(pins),
+                move || weak.upgrade().map(|inner| rebuild(&inner)).is_some(),
                 gateway.inner.shutdown.subscribe(),
             )));
         }
-        tasks.push(tokio::spawn(keep_catalog(
-            Arc::downgrade(&gateway.inner),
-            rx,
-        )));
-        if let Ok(mut t) = gateway.inner.tasks.lock() {
-            t.extend(tasks);
-        }
         gateway.rebuild();
         gateway
+    }
+
+    /// Starts an upstream's supervisor; refused (false) once shutdown has begun.
+    pub(crate) fn start_supervisor(&self, upstream: &Arc<Upstream>) -> bool {
+        let mut supervisors = self
+            .inner
+            .supervisors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if *self.inner.shutdown.borrow() {
+            return false;
+        }
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(supervise(
+            Arc::clone(upstream),
+            Arc::new(ToOriginatingClient),
+            self.inner.upstream_events.clone(),
+            stopped,
+        ));
+        supervisors.push(Supervisor {
+            upstream: Arc::clone(upstream),
+            stop,
+            task,
+        });
+        true
+    }
+
+    /// Stops one upstream's supervisor (which closes its connection) and waits for it.
+    pub(crate) async fn stop_supervisor(&self, upstream: &Arc<Upstream>) {
+        let found = {
+            let mut supervisors = self
+                .inner
+                .supervisors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            supervisors
+                .iter()
+                .position(|s| Arc::ptr_eq(&s.upstream, upstream))
+                .map(|i| supervisors.swap_remove(i))
+        };
+        if let Some(s) = found {
+            s.stop.send_replace(true);
+            let _ = s.task.await;
+        }
+    }
+
+    /// Keeps a background task so that shutdown waits for it.
+    pub(crate) fn keep_task(&self, task: tokio::task::JoinHandle<()>) {
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.inner.shutdown.borrow()
+    }
+
+    /// Replaces the set of upstreams in force (the caller has started the new ones).
+    pub(crate) fn replace_upstreams(&self, next: Vec<Arc<Upstream>>) {
+        let next = Arc::new(next);
+        match self.inner.upstreams.write() {
+            Ok(mut u) => *u = next,
+            Err(p) => *p.into_inner() = next,
+        }
     }
 
     /// Waits until every upstream has finished its first start (up or down; a lazy one not yet
@@ -136,8 +269,7 @@ impl Gateway {
         let deadline = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < deadline {
             if self
-                .inner
-                .upstreams
+                .upstreams()
                 .iter()
                 .all(|u| u.status() != Status::Starting)
             {
@@ -153,7 +285,7 @@ impl Gateway {
     pub(crate) async fn wake_lazy(&self) {
         // Every lazy upstream is woken, so no short-circuiting here.
         let mut woke = false;
-        for u in &self.inner.upstreams {
+        for u in self.upstreams().iter() {
             woke |= u.wake();
         }
         if woke {
@@ -180,9 +312,17 @@ impl Gateway {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    /// The upstreams, in configuration order.
-    pub fn upstreams(&self) -> &[Arc<Upstream>] {
-        &self.inner.upstreams
+    /// The upstreams in force, in configuration order.
+    pub fn upstreams(&self) -> Upstreams {
+        Upstreams(current_upstreams(&self.inner))
+    }
+
+    /// The upstream in force with this name.
+    pub(crate) fn upstream_named(&self, name: &str) -> Option<Arc<Upstream>> {
+        self.upstreams()
+            .iter()
+            .find(|u| u.def.name == name)
+            .cloned()
     }
 
     /// Subscribes to list changes, resource updates and upstream logs.
@@ -214,7 +354,7 @@ impl Gateway {
 
     /// Whether any upstream offers the tasks extension, so Manifold can carry it.
     pub fn offers_tasks(&self) -> bool {
-        self.inner.upstreams.iter().any(|u| {
+        self.upstreams().iter().any(|u| {
             u.peer_info().is_some_and(|i| {
                 manifold_wire::patch::get(&i.capabilities, &["extensions", crate::tasks::EXTENSION])
                     .ok()
@@ -276,18 +416,39 @@ impl Gateway {
         self.inner.sessions.count()
     }
 
-    /// Stops every supervisor and closes every upstream connection.
+    /// Stops every supervisor and closes every upstream connection (each child process is
+    /// asked to exit, then its process group is killed, and it is reaped).
     pub async fn shutdown(&self) {
         self.inner.sessions.end_all().await;
-        self.inner.shutdown.send_replace(true);
-        let tasks = self
-            .inner
-            .tasks
-            .lock()
-            .map(|mut t| std::mem::take(&mut *t))
-            .unwrap_or_default();
-        for t in tasks {
-            let _ = t.await;
+        let supervisors = {
+            let mut s = self
+                .inner
+                .supervisors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            // Under the lock, so no supervisor starts after this.
+            self.inner.shutdown.send_replace(true);
+            std::mem::take(&mut *s)
+        };
+        for s in &supervisors {
+            s.stop.send_replace(true);
+        }
+        for s in supervisors {
+            let _ = s.task.await;
+        }
+        loop {
+            let tasks = self
+                .inner
+                .tasks
+                .lock()
+                .map(|mut t| std::mem::take(&mut *t))
+                .unwrap_or_default();
+            if tasks.is_empty() {
+                break;
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
         }
     }
 
@@ -297,8 +458,28 @@ impl Gateway {
     }
 }
 
-fn rebuild(inner: &Inner) {
-    match Catalog::build(&inner.settings.naming, &inner.upstreams, builtin::NAMES) {
+fn current_upstreams(inner: &Inner) -> Arc<Vec<Arc<Upstream>>> {
+    inner
+        .upstreams
+        .read()
+        .map(|u| Arc::clone(&u))
+        .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+}
+
+pub(crate) fn rebuild(inner: &Inner) {
+    rebuild_and_tell(inner, false);
+}
+
+/// Rebuilds the catalog and tells sessions which lists changed; with `everything_changed`, every
+/// list, as after new rules (what each caller sees may differ even where the catalog does not).
+pub(crate) fn rebuild_and_tell(inner: &Inner, everything_changed: bool) {
+    let pins = inner.settings.pins.as_deref();
+    match Catalog::build_pinned(
+        &inner.settings.naming,
+        &current_upstreams(inner),
+        builtin::NAMES,
+        pins,
+    ) {
         Ok(next) => {
             let prev = match inner.catalog.write() {
                 Ok(mut c) => std::mem::replace(&mut *c, Arc::new(next)),
@@ -315,13 +496,16 @@ fn rebuild(inner: &Inner) {
             let same = |a: &[crate::catalog::build::Entry], b: &[crate::catalog::build::Entry]| {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.raw == y.raw)
             };
-            if !same(&prev.tools, &now.tools) {
+            if everything_changed || !same(&prev.tools, &now.tools) {
                 let _ = inner.events.send(GatewayEvent::ToolsChanged);
             }
-            if !same(&prev.prompts, &now.prompts) {
+            if everything_changed || !same(&prev.prompts, &now.prompts) {
                 let _ = inner.events.send(GatewayEvent::PromptsChanged);
             }
-            if !same(&prev.resources, &now.resources) || !same(&prev.templates, &now.templates) {
+            if everything_changed
+                || !same(&prev.resources, &now.resources)
+                || !same(&prev.templates, &now.templates)
+            {
                 let _ = inner.events.send(GatewayEvent::ResourcesChanged);
             }
         }
@@ -330,6 +514,15 @@ fn rebuild(inner: &Inner) {
             if let Ok(mut e) = inner.catalog_error.write() {
                 *e = Some(collision.to_string());
             }
+            if everything_changed {
+                for event in [
+                    GatewayEvent::ToolsChanged,
+                    GatewayEvent::PromptsChanged,
+                    GatewayEvent::ResourcesChanged,
+                ] {
+                    let _ = inner.events.send(event);
+                }
+            }
         }
     }
 }
@@ -337,8 +530,16 @@ fn rebuild(inner: &Inner) {
 async fn keep_catalog(
     inner: std::sync::Weak<Inner>,
     mut rx: mpsc::UnboundedReceiver<UpstreamEvent>,
+    mut shutdown: watch::Receiver<bool>,
 ) {
-    while let Some(event) = rx.recv().await {
+    loop {
+        let event = tokio::select! {
+            e = rx.recv() => e,
+            _ = shutdown.wait_for(|s| *s) => None,
+        };
+        let Some(event) = event else {
+            return;
+        };
         let Some(inner) = inner.upgrade() else {
             return;
         };

@@ -5,10 +5,16 @@
 //! manifold-upstream, and answers with patched raw messages.
 
 pub mod builtin;
+pub mod call_record;
 pub mod catalog;
 pub mod context;
+pub mod drain;
 pub mod gateway;
 pub mod mrtr;
+pub mod policy;
+pub mod pins;
+pub mod reconfigure;
+pub mod rate_limit;
 pub mod router;
 pub mod server_requests;
 pub mod sessions;

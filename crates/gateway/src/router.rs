@@ -2,9 +2,10 @@
 //! their upstream, forward the raw message with only names, URIs and ids patched, and patch the
 //! answer back.
 //!
-//! A tool that ran and failed, or whose server is down, is an `isError` result naming the server
-//! and the cause; a request the gateway cannot make sense of (unknown tool, bad cursor) is a
-//! JSON-RPC error.
+//! A tool that ran and failed, or whose server failed during the call, is an `isError` result
+//! naming the server and the cause; a call to a server known to be down (restarting) is refused
+//! at once with -32000 (`Upstream::unavailable`); a request the gateway cannot make sense of
+//! (unknown tool, bad cursor) is a JSON-RPC error.
 
 use std::sync::Arc;
 
@@ -16,11 +17,12 @@ use manifold_wire::{Era, ErrorCode, ErrorObject, Id, Kind, Message};
 use serde_json::Value;
 
 use crate::builtin;
-use crate::catalog::build::Catalog;
+use crate::catalog::build::{Catalog, Entry};
 use crate::catalog::naming::NamingMode;
 use crate::context::RequestContext;
 use crate::gateway::{Discovery, Gateway};
 use crate::mrtr::{HeldCall, INPUT_KEY, QuestionCatcher, StateError, input_required};
+use crate::policy::ItemKind;
 use crate::server_requests::CallOrigin;
 use crate::upstream::Upstream;
 
@@ -52,6 +54,9 @@ impl Gateway {
         let Some(method) = request.method() else {
             return error(id, ErrorCode::InvalidRequest, "expected a request");
         };
+        if let Some(refusal) = self.admit(ctx, request, method) {
+            return refusal;
+        }
         let params = request.params().unwrap_or("{}");
         self.wake_lazy().await;
         let outcome = match method {
@@ -60,7 +65,11 @@ impl Gateway {
             "prompts/list" => self.list(ctx, params, ListOf::Prompts),
             "resources/list" => self.list(ctx, params, ListOf::Resources),
             "resources/templates/list" => self.list(ctx, params, ListOf::Templates),
-            "tools/call" => return self.call_tool(ctx, request).await,
+            "tools/call" => {
+                let response = self.recorded_call_tool(ctx, request).await;
+                self.note_task(ctx, request, &response);
+                return response;
+            }
             "prompts/get" => return self.by_prompt(ctx, request).await,
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 return self.by_uri(ctx, request, &["uri"]).await;
@@ -87,21 +96,33 @@ impl Gateway {
         let catalog = self.catalog();
         let builtins = builtin::definitions();
         let search_only = self.settings().discovery == Discovery::Search;
+        let policy = self.policy();
+        let view = &policy.for_caller(ctx.caller.as_deref());
+        let seen = |kind: ItemKind| move |e: &&Entry| view.sees_entry(kind, e);
         let items: Vec<&str> = match of {
             ListOf::Tools => builtins
                 .iter()
-                .copied()
+                .zip(builtin::NAMES)
+                .filter(|(_, n)| view.sees(ItemKind::Tool, None, n))
+                .map(|(d, _)| *d)
                 .chain(
                     catalog
                         .tools
                         .iter()
                         .filter(|_| !search_only)
+                        .filter(seen(ItemKind::Tool))
                         .map(|e| e.raw.as_str()),
                 )
                 .collect(),
-            ListOf::Prompts => catalog.prompts.iter().map(|e| e.raw.as_str()).collect(),
-            ListOf::Resources => catalog.resources.iter().map(|e| e.raw.as_str()).collect(),
-            ListOf::Templates => catalog.templates.iter().map(|e| e.raw.as_str()).collect(),
+            ListOf::Prompts => (catalog.prompts.iter().filter(seen(ItemKind::Prompt)))
+                .map(|e| e.raw.as_str())
+                .collect(),
+            ListOf::Resources => (catalog.resources.iter().filter(seen(ItemKind::Resource)))
+                .map(|e| e.raw.as_str())
+                .collect(),
+            ListOf::Templates => (catalog.templates.iter().filter(seen(ItemKind::Resource)))
+                .map(|e| e.raw.as_str())
+                .collect(),
         };
         let start = match patch::get_str(params, &["cursor"]).ok().flatten() {
             None => 0,
@@ -132,7 +153,7 @@ impl Gateway {
         Ok(out)
     }
 
-    async fn call_tool(&self, ctx: &RequestContext, request: &Message) -> Message {
+    pub(crate) async fn call_tool(&self, ctx: &RequestContext, request: &Message) -> Message {
         let id = request.id();
         let Some(name) = request.params_str(&["name"]) else {
             return error(id, ErrorCode::InvalidParams, "tools/call needs params.name");
@@ -141,9 +162,13 @@ impl Gateway {
             Some(id) => Message::result(id, &finish(ctx, raw)),
             None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
         };
+        let catalog = self.catalog();
+        if let Some(refusal) = self.gate_tool_call(ctx, id, &catalog, &name) {
+            return refusal;
+        }
         match name.as_str() {
             builtin::HEALTH => return respond(builtin::health(self, ctx)),
-            builtin::SEARCH => return respond(builtin::search(self, &arguments_of(request))),
+            builtin::SEARCH => return respond(builtin::search(self, ctx, &arguments_of(request))),
             builtin::CALL => {
                 let args = arguments_of(request);
                 let Some(target) = args.get("name").and_then(Value::as_str) else {
@@ -169,21 +194,21 @@ impl Gateway {
             }
             _ => {}
         }
-        let catalog = self.catalog();
         // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
         let Some((server, original)) = catalog.tool(&name) else {
-            let hint = crate::catalog::suggest::closest(&name, catalog.tool_names())
-                .map(|n| format!("; did you mean {n:?}?"))
-                .unwrap_or_else(|| {
-                    "; tools/list (or manifold_search_tools) shows what is offered".to_owned()
-                });
-            return error(
-                id,
-                ErrorCode::InvalidParams,
-                format!("unknown tool {name:?}{hint}"),
-            );
+            if let Some(refusal) = catalog.withheld_tool(&name) {
+                return Message::error(id.cloned(), &refusal);
+            }
+            return self.unknown_tool(ctx, id, &catalog, &name);
         };
         let (server, original) = (server.to_owned(), original.to_owned());
+        // A server known to be down (restarting) is not tried: the caller learns why at once.
+        if let Some(down) = self
+            .upstream(&server)
+            .and_then(|u| u.unavailable(ctx.session.is_some()))
+        {
+            return Message::error(id.cloned(), &down.to_error_object());
+        }
         let outgoing = match renamed(request, &original) {
             Ok(m) => m,
             Err(refusal) => return *refusal,
@@ -220,6 +245,7 @@ impl Gateway {
                 reply(ctx, id, &response, fixed)
             }
             Err(e) => {
+                crate::call_record::note_upstream_failure(&e);
                 let failed = builtin::error_result(&e.to_string());
                 respond(if retries == 0 {
                     failed
@@ -241,14 +267,10 @@ impl Gateway {
             );
         };
         let catalog = self.catalog();
-        let Some((server, original)) = catalog.prompt(&name) else {
-            return error(
-                id,
-                ErrorCode::InvalidParams,
-                format!("unknown prompt {name:?}; prompts/list shows what is offered"),
-            );
+        let (server, original) = match self.resolve_prompt(ctx, id, &catalog, &name) {
+            Ok(found) => found,
+            Err(refusal) => return *refusal,
         };
-        let (server, original) = (server.to_owned(), original.to_owned());
         let outgoing = match renamed(request, &original) {
             Ok(m) => m,
             Err(refusal) => return *refusal,
@@ -266,14 +288,9 @@ impl Gateway {
             );
         };
         let catalog = self.catalog();
-        let Some((server, original)) = catalog.resource(&uri) else {
-            return error(
-                id,
-                ErrorCode::InvalidParams,
-                format!(
-                    "resource not found: {uri:?} belongs to no server behind Manifold; resources/list shows what is offered"
-                ),
-            );
+        let (server, original) = match self.resolve_resource(ctx, id, &catalog, &uri) {
+            Ok(found) => found,
+            Err(refusal) => return *refusal,
         };
         let subscribing = matches!(
             request.method(),
@@ -330,6 +347,9 @@ impl Gateway {
         let id = request.id();
         let kind = request.params_str(&["ref", "type"]).unwrap_or_default();
         let catalog = self.catalog();
+        if let Some(refusal) = self.gate_completion(ctx, request, &catalog) {
+            return refusal;
+        }
         let target = match kind.as_str() {
             "ref/prompt" => request
                 .params_str(&["ref", "name"])
@@ -349,7 +369,7 @@ impl Gateway {
             return error(
                 id,
                 ErrorCode::InvalidParams,
-                "completion/complete names no prompt or resource Manifold offers",
+                crate::policy::NO_COMPLETION_TARGET,
             );
         };
         match request.patch(Part::Params, &["ref", key], &json_string(&original)) {
@@ -402,6 +422,9 @@ impl Gateway {
                 format!("unknown task {exposed:?}: no server {server:?} behind Manifold"),
             );
         }
+        if let Some(refusal) = self.gate_task(ctx, id, &exposed) {
+            return refusal;
+        }
         let outgoing = match request.patch(Part::Params, &["taskId"], &json_string(&original)) {
             Ok(m) => m,
             Err(e) => {
@@ -442,8 +465,8 @@ impl Gateway {
         "{}".to_owned()
     }
 
-    fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
-        self.upstreams().iter().find(|u| u.def.name == server)
+    fn upstream(&self, server: &str) -> Option<Arc<Upstream>> {
+        self.upstream_named(server)
     }
 
     async fn forward_or_error(
@@ -501,7 +524,8 @@ impl Gateway {
 
     /// Sends a (patched) request to an upstream, relaying its notifications to the client, and
     /// carries server requests across eras (see `mrtr.rs`).
-    async fn forward(
+    /// [`Gateway::forward`] (in `call_record.rs`) wraps this with its span and trace context.
+    pub(crate) async fn forward_unobserved(
         &self,
         ctx: &RequestContext,
         server: &str,
@@ -536,7 +560,7 @@ impl Gateway {
                     .connection(session, &upstream.def, &ctx.client.capabilities)
                     .await?
             }
-            _ => upstream.connection().map_err(unavailable)?,
+            _ => upstream.connection_on_demand().await.map_err(unavailable)?,
         };
         let method = outgoing.method().unwrap_or_default().to_owned();
         let mut params = outgoing.params().unwrap_or("{}").to_owned();

@@ -3,7 +3,8 @@
 //! A stdio server that keeps state per client (a browser, a REPL, a database transaction) must not
 //! be shared between sessions. Such a server gets one connection per legacy session, started on
 //! the session's first call with that session's own capabilities, and closed when the session
-//! ends, so its child process ends with it.
+//! ends (the server calls [`crate::Gateway::end_session`] on DELETE, idle expiry, eviction and an
+//! HTTP+SSE stream's end), so its child process ends with it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -79,30 +80,38 @@ impl SessionConnections {
         Ok(conn.clone())
     }
 
-    /// Closes every connection of a session (its child processes end and are reaped).
+    /// Closes every connection of a session (its child processes end and are reaped), all at
+    /// once: a child that ignores its stdin closing costs seconds, and they add up otherwise.
     pub async fn end(&self, session: &str) {
         let slots = self
             .slots
             .lock()
             .map(|mut all| all.remove(session))
             .unwrap_or_else(|p| p.into_inner().remove(session));
-        for slot in slots.into_iter().flat_map(HashMap::into_values) {
-            if let Some(conn) = slot.get() {
-                conn.close().await;
-            }
-        }
+        close_all(slots.into_iter().flat_map(HashMap::into_values)).await;
     }
 
-    /// Every session's connections, closed (shutdown).
-    pub async fn end_all(&self) {
-        let sessions: Vec<String> = self
-            .slots
-            .lock()
-            .map(|all| all.keys().cloned().collect())
-            .unwrap_or_default();
-        for s in sessions {
-            self.end(&s).await;
+    /// Takes every session's own connection to `server` out of use (a reload removed or
+    /// changed it): the next call of a session starts a new one from the new definition. The
+    /// caller lets their calls finish and closes them.
+    pub fn take_server(&self, server: &str) -> Vec<Connection> {
+        let mut all = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut taken = Vec::new();
+        for slots in all.values_mut() {
+            if let Some(slot) = slots.remove(server)
+                && let Some(conn) = slot.get()
+            {
+                taken.push(conn.clone());
+            }
         }
+        all.retain(|_, slots| !slots.is_empty());
+        taken
+    }
+
+    /// Every session's connections, closed together (shutdown).
+    pub async fn end_all(&self) {
+        let all = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
+        close_all(all.into_values().flat_map(HashMap::into_values)).await;
     }
 
     /// How each of a session's connections is carried ("stdio CMD (pid N)"), for health and tests.
@@ -126,4 +135,10 @@ impl SessionConnections {
             .map(|all| all.values().map(HashMap::len).sum())
             .unwrap_or(0)
     }
+}
+
+/// Closes the started connections among `slots`, concurrently.
+async fn close_all(slots: impl Iterator<Item = Slot>) {
+    let conns: Vec<Connection> = slots.filter_map(|s| s.get().cloned()).collect();
+    futures::future::join_all(conns.iter().map(Connection::close)).await;
 }

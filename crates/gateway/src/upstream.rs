@@ -2,10 +2,17 @@
 //!
 //! A supervisor task per upstream connects, loads the lists, watches for list changes and for the
 //! connection's end, and reconnects with exponential backoff and jitter. A broken upstream never
-//! blocks the others: callers read its state and fail fast with the recorded cause.
+//! blocks the others: callers read its state and fail fast with the recorded cause. A lazy
+//! upstream with `idle_shutdown` is stopped when no call used it for that long, and started again
+//! by the next call that needs it.
+//!
+//! An upstream that was up and went down keeps its last lists while it is restarted: its names
+//! stay in the catalog (clients see no `list_changed` for a crash and the restart that follows),
+//! and a call to one of its tools is refused at once with [`Unavailable`], naming the server, its
+//! state, the last error and when the next attempt is. Only a crash loop withdraws the lists.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use manifold_upstream::paginate::ListKind;
@@ -13,7 +20,7 @@ use manifold_upstream::{
     CallEvent, CallOptions, ConnectOptions, Connection, EraChoice, PeerInfo, ServerRequestHandler,
     Target, connect,
 };
-use manifold_wire::{Message, meta};
+use manifold_wire::{ErrorCode, ErrorObject, Message, meta};
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
@@ -29,6 +36,10 @@ pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(60);
 pub const CRASH_LOOP_RETRY: Duration = Duration::from_secs(300);
 /// How long loading an upstream's lists may take.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest interval between two looks at whether an upstream has been idle long enough.
+pub const IDLE_CHECK_MAX: Duration = Duration::from_secs(1);
+/// How often a call waiting for an upstream that is starting looks again.
+const START_POLL: Duration = Duration::from_millis(20);
 
 /// Which tools of an upstream are offered.
 pub type ToolFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
@@ -56,6 +67,13 @@ pub struct UpstreamDefinition {
     pub idempotent_tools: ToolFilter,
     /// Start only when a client first needs the gateway (`startup = "lazy"`).
     pub lazy: bool,
+    /// For a lazy upstream: stop its connection (its child process) after this long without a
+    /// call; the next call starts it again. Ignored for eager upstreams.
+    pub idle_shutdown: Option<Duration>,
+    /// A canonical form of what `tools_allowed` and `idempotent_tools` were built from (the
+    /// closures themselves cannot be compared). Whoever replaces the closures sets it, so that
+    /// a reload can tell whether the filters changed.
+    pub tools_key: String,
 }
 
 /// How a failed upstream is brought back.
@@ -109,7 +127,32 @@ impl UpstreamDefinition {
             restart: RestartPolicy::default(),
             idempotent_tools: Arc::new(|_| false),
             lazy: false,
+            idle_shutdown: None,
+            tools_key: String::new(),
         }
+    }
+
+    /// Whether `other` describes the same upstream, run the same way: what decides whether a
+    /// reload leaves a running upstream alone or restarts it. Tool filters compare by
+    /// `tools_key`.
+    pub fn same_as(&self, other: &UpstreamDefinition) -> bool {
+        self.name == other.name
+            && self.prefix == other.prefix
+            && same_target(&self.target, &other.target)
+            && self.era == other.era
+            && self.timeout == other.timeout
+            && self.max_timeout == other.max_timeout
+            && self.client_capabilities == other.client_capabilities
+            && self.tools_key == other.tools_key
+            && self.scope == other.scope
+            && self.restart == other.restart
+            && self.lazy == other.lazy
+            && self.idle_shutdown == other.idle_shutdown
+    }
+
+    /// The idle limit that applies: only lazy upstreams are stopped when idle.
+    fn idle_limit(&self) -> Option<Duration> {
+        self.idle_shutdown.filter(|_| self.lazy)
     }
 
     /// The call options of this upstream.
@@ -154,6 +197,58 @@ struct Live {
     info: Option<PeerInfo>,
     up_since: Option<Instant>,
     last_error: Option<String>,
+    /// When the supervisor tries again, while it waits (down, or in a crash loop).
+    retry_at: Option<Instant>,
+    /// The current outage began when a connection that was up ended (a crash), not with a
+    /// first start that failed: the upstream is restarting, with its last lists kept.
+    after_crash: bool,
+}
+
+/// Why a call to an upstream is refused without being tried: the upstream is known to be down
+/// (restarting after a crash, or in a crash loop). The answer a client gets is
+/// [`Unavailable::to_error_object`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    pub server: String,
+    /// As `manifold_health` shows it: `down`, `starting` (again, after a crash), `crash-loop`.
+    pub state: &'static str,
+    pub last_error: String,
+    /// How long until the next attempt, when one is scheduled.
+    pub retry_after: Option<Duration>,
+    message: String,
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Unavailable {
+    /// The JSON-RPC error: [`ErrorCode::UpstreamUnavailable`], with `data` holding `server`,
+    /// `state`, `lastError` and, when an attempt is scheduled, `retryAfterMs`.
+    pub fn to_error_object(&self) -> ErrorObject {
+        let mut data = serde_json::json!({
+            "server": self.server,
+            "state": self.state,
+            "lastError": self.last_error,
+        });
+        if let (Some(wait), Some(fields)) = (self.retry_after, data.as_object_mut()) {
+            fields.insert("retryAfterMs".to_owned(), retry_after_ms(wait).into());
+        }
+        let object = ErrorObject::new(ErrorCode::UpstreamUnavailable, self.message.clone());
+        match RawValue::from_string(data.to_string()) {
+            Ok(raw) => object.with_data(raw),
+            Err(_) => object,
+        }
+    }
+}
+
+/// Whole milliseconds, rounded up, at least 1: a client told 0 would retry at once.
+fn retry_after_ms(wait: Duration) -> u64 {
+    u64::try_from(wait.as_nanos().div_ceil(1_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// One upstream and its live state.
@@ -166,6 +261,13 @@ pub struct Upstream {
     /// Wakes a lazy upstream's supervisor on first demand.
     demand: tokio::sync::Notify,
     demanded: std::sync::atomic::AtomicBool,
+    /// When a call last took (or was seen using) the connection: what idle shutdown measures.
+    last_used: Mutex<Instant>,
+    /// Stopped for idleness: the next call that needs it starts it again.
+    idle_stopped: AtomicBool,
+    /// The supervisor holds a `subscriptions/listen` call open: one pending request that is
+    /// not a client's call.
+    listening: AtomicBool,
 }
 
 /// What a supervisor reports to the core.
@@ -190,6 +292,29 @@ fn write<T>(lock: &RwLock<T>, value: T) {
     }
 }
 
+/// Same process or endpoint, started the same way (the upstream crate's specs have no `PartialEq`).
+fn same_target(a: &Target, b: &Target) -> bool {
+    match (a, b) {
+        (Target::Stdio(a), Target::Stdio(b)) => {
+            a.command == b.command
+                && a.args == b.args
+                && a.env == b.env
+                && a.env_allow == b.env_allow
+                && a.cwd == b.cwd
+                && a.max_line == b.max_line
+        }
+        (Target::Http(a), Target::Http(b)) => {
+            a.url == b.url
+                && a.transport == b.transport
+                && a.headers == b.headers
+                && a.ca_bundle == b.ca_bundle
+                && a.client_identity == b.client_identity
+                && a.allow_insecure_http == b.allow_insecure_http
+        }
+        _ => false,
+    }
+}
+
 impl Upstream {
     pub fn new(def: UpstreamDefinition) -> Upstream {
         let lazy = def.lazy;
@@ -201,6 +326,9 @@ impl Upstream {
             restarts: AtomicU32::new(0),
             demand: tokio::sync::Notify::new(),
             demanded: std::sync::atomic::AtomicBool::new(false),
+            last_used: Mutex::new(Instant::now()),
+            idle_stopped: AtomicBool::new(false),
+            listening: AtomicBool::new(false),
         }
     }
 
@@ -218,11 +346,14 @@ impl Upstream {
         true
     }
 
-    /// The live connection, or why there is none.
+    /// The live connection, or why there is none. Taking it counts as use (idle shutdown).
     pub fn connection(&self) -> Result<Connection, String> {
         let live = self.live.read().unwrap_or_else(|p| p.into_inner());
         match &live.conn {
-            Some(c) if !c.is_closed() => Ok(c.clone()),
+            Some(c) if !c.is_closed() => {
+                self.touch();
+                Ok(c.clone())
+            }
             _ => Err(match self.status() {
                 Status::Down { cause } => cause,
                 Status::CrashLoop { cause } => format!(
@@ -231,11 +362,176 @@ impl Upstream {
                     self.def.restart.crash_loop_window.as_secs(),
                     self.def.restart.crash_loop_retry.as_secs()
                 ),
+                Status::Starting if self.restarting_after_crash() => {
+                    "it is restarting after its connection closed and is still starting".to_owned()
+                }
                 Status::Starting => "it is still starting".to_owned(),
+                Status::Idle if self.idle_stopped.load(Ordering::Acquire) => {
+                    "it was stopped after being idle and starts again on its next call".to_owned()
+                }
                 Status::Idle => "it starts on first use and has not been needed yet".to_owned(),
                 Status::Up => "its connection just closed".to_owned(),
             }),
         }
+    }
+
+    /// The live connection for a call: an upstream stopped for idleness (or a lazy one not yet
+    /// started) is started and waited for, up to [`crate::gateway::LAZY_START_WAIT`]; any other
+    /// upstream without a connection (one restarting after a crash included) fails at once with
+    /// the cause.
+    pub async fn connection_on_demand(&self) -> Result<Connection, String> {
+        if let Ok(c) = self.connection() {
+            return Ok(c);
+        }
+        if self.restarting_after_crash() {
+            return self.connection();
+        }
+        if self.idle_stopped.swap(false, Ordering::AcqRel) {
+            tracing::info!(server = %self.def.name, "a call needs an upstream stopped for idleness; starting it again");
+            self.demand.notify_one();
+        }
+        self.wake();
+        let deadline = tokio::time::Instant::now() + crate::gateway::LAZY_START_WAIT;
+        loop {
+            if let Ok(c) = self.connection() {
+                return Ok(c);
+            }
+            match self.status() {
+                Status::Idle | Status::Starting if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(START_POLL).await;
+                }
+                _ => return self.connection(),
+            }
+        }
+    }
+
+    /// Whether the current outage began with a crash of a connection that was up.
+    fn restarting_after_crash(&self) -> bool {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .after_crash
+    }
+
+    /// Why a call must not be tried now, if the upstream is known to be down: down or starting
+    /// again after a crash, down after a failed start, or in a crash loop. `None` while it is up,
+    /// idle (a call starts it) or in its first start (a call waits for it). `in_session`: the call
+    /// comes from a legacy session, which has its own process of a `scope = "session"` upstream
+    /// whatever the shared connection's state.
+    pub fn unavailable(&self, in_session: bool) -> Option<Unavailable> {
+        if in_session && self.def.scope == Scope::Session {
+            return None;
+        }
+        let status = self.status();
+        let (after_crash, retry_at, last_error) = {
+            let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+            (live.after_crash, live.retry_at, live.last_error.clone())
+        };
+        let name = &self.def.name;
+        let restarting = match self.def.target {
+            Target::Stdio(_) => "restarting",
+            Target::Http(_) => "reconnecting",
+        };
+        let retry_after = retry_at.map(|t| t.saturating_duration_since(Instant::now()));
+        let retry = match retry_after {
+            // Rounded as `data.retryAfterMs` is, so the two always agree.
+            Some(wait) => format!(
+                "retry in {}",
+                crate::rate_limit::human_wait(Duration::from_millis(retry_after_ms(wait)))
+            ),
+            None => "retry in a moment".to_owned(),
+        };
+        let (state, cause, message) = match status {
+            Status::Down { cause } if after_crash => {
+                let message = format!(
+                    "server {name:?} is {restarting}: its connection is closed ({cause}); {retry}"
+                );
+                ("down", cause, message)
+            }
+            Status::Down { cause } => {
+                let message = format!(
+                    "server {name:?} is down: it could not be started ({cause}); Manifold tries again by itself, {retry}"
+                );
+                ("down", cause, message)
+            }
+            // The attempt is under way: there is no scheduled time to give.
+            Status::Starting if after_crash => {
+                let cause = last_error.unwrap_or_default();
+                let message = format!(
+                    "server {name:?} is {restarting}: its connection closed ({cause}) and it is still starting; retry in a moment"
+                );
+                return Some(Unavailable {
+                    server: name.clone(),
+                    state: "starting",
+                    last_error: cause,
+                    retry_after: None,
+                    message,
+                });
+            }
+            Status::CrashLoop { cause } => {
+                let policy = &self.def.restart;
+                let message = format!(
+                    "server {name:?} keeps failing ({} times within {}s) and is tried again every {}s (last error: {cause}); {retry}",
+                    policy.crash_loop_failures,
+                    policy.crash_loop_window.as_secs(),
+                    policy.crash_loop_retry.as_secs(),
+                );
+                ("crash-loop", cause, message)
+            }
+            Status::Starting | Status::Up | Status::Idle => return None,
+        };
+        Some(Unavailable {
+            server: name.clone(),
+            state,
+            last_error: cause,
+            retry_after,
+            message,
+        })
+    }
+
+    /// Calls in flight on the shared connection (not counting the supervisor's own listen
+    /// stream): what a draining upstream waits for.
+    pub fn calls_in_flight(&self) -> usize {
+        let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+        live.conn.as_ref().map_or(0, |c| {
+            c.in_flight()
+                .saturating_sub(usize::from(self.listening.load(Ordering::Acquire)))
+        })
+    }
+
+    /// How the live connection is carried ("stdio CMD (pid N)"), while there is one.
+    pub fn describe(&self) -> Option<String> {
+        let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+        live.conn.as_ref().map(Connection::describe)
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Stops the shared connection if no call used it for `limit`; returns it to be closed.
+    /// The lists stay, so the catalog keeps offering the tools and a call can start it again.
+    fn take_if_idle(&self, limit: Duration) -> Option<Connection> {
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let conn = live.conn.as_ref()?;
+        if conn.in_flight() > usize::from(self.listening.load(Ordering::Acquire)) {
+            // A long call is use too: idleness counts from when it was last seen running.
+            self.touch();
+            return None;
+        }
+        let idle_for = self
+            .last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed();
+        if idle_for < limit {
+            return None;
+        }
+        let conn = live.conn.take();
+        live.up_since = None;
+        self.idle_stopped.store(true, Ordering::Release);
+        write(&self.status, Status::Idle);
+        conn
     }
 
     /// What negotiation learnt, while it is up.
@@ -268,21 +564,36 @@ impl Upstream {
         self.restarts.load(Ordering::Relaxed)
     }
 
-    /// The lists as last loaded (empty while down).
+    /// The lists as last loaded: kept while the upstream restarts after a crash, empty before
+    /// its first start and in a crash loop.
     pub fn lists(&self) -> Arc<Lists> {
         read(&self.lists)
     }
 
-    fn set_down(&self, cause: String) {
-        {
-            let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
-            live.conn = None;
-            live.info = None;
-            live.up_since = None;
-            live.last_error = Some(cause.clone());
-        }
-        write(&self.lists, Arc::new(Lists::default()));
+    /// Records a failure: `crashed` when a connection that was up ended. The next attempt is in
+    /// `retry_in`. The lists stay (see the module documentation).
+    fn set_down(&self, cause: String, crashed: bool, retry_in: Duration) {
+        self.record_failure(&cause, crashed, retry_in);
         write(&self.status, Status::Down { cause });
+    }
+
+    /// Records the failure that made a crash loop, and withdraws the lists: an upstream that
+    /// keeps failing stops offering names it cannot serve for minutes.
+    fn set_crash_loop(&self, cause: String, crashed: bool, retry_in: Duration) {
+        self.record_failure(&cause, crashed, retry_in);
+        write(&self.lists, Arc::new(Lists::default()));
+        write(&self.status, Status::CrashLoop { cause });
+    }
+
+    /// Written before the status, so whoever reads a down status finds its details.
+    fn record_failure(&self, cause: &str, crashed: bool, retry_in: Duration) {
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        live.conn = None;
+        live.info = None;
+        live.up_since = None;
+        live.last_error = Some(cause.to_owned());
+        live.retry_at = Some(Instant::now() + retry_in);
+        live.after_crash |= crashed;
     }
 
     async fn load_list(
@@ -426,6 +737,19 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
 }
 
+/// How a connection that was up came to an end.
+enum Ended {
+    /// It closed (crashed, exited, broke the protocol): restart with backoff.
+    Closed(String),
+    /// It was stopped for idleness: wait for the next call.
+    Idle,
+}
+
+/// How often to look at whether an upstream has been idle for `limit`.
+fn idle_check_interval(limit: Duration) -> Duration {
+    (limit / 4).clamp(Duration::from_millis(10), IDLE_CHECK_MAX)
+}
+
 /// Keeps one upstream connected until shutdown.
 pub async fn supervise(
     upstream: Arc<Upstream>,
@@ -456,7 +780,7 @@ pub async fn supervise(
             c = connect(&def.target, &options) => c,
             _ = stopped(&mut shutdown) => return,
         };
-        match connected {
+        let (cause, crashed) = match connected {
             Ok((conn, info)) => {
                 upstream.reload(&conn, &info, &ALL_LISTS).await;
                 {
@@ -464,6 +788,8 @@ pub async fn supervise(
                     live.conn = Some(conn.clone());
                     live.info = Some(info.clone());
                     live.up_since = Some(Instant::now());
+                    live.retry_at = None;
+                    live.after_crash = false;
                 }
                 write(&upstream.status, Status::Up);
                 failures = 0;
@@ -471,7 +797,27 @@ pub async fn supervise(
                 let _ = events.send(UpstreamEvent::CatalogChanged);
                 let mut notes = conn.take_notifications();
                 let mut listening = listen_for_changes(&conn, &info).await;
-                let cause = loop {
+                upstream
+                    .listening
+                    .store(listening.is_some(), Ordering::Release);
+                upstream.touch();
+                let idle_limit = def.idle_limit();
+                // An interval, not a sleep per turn: busy notification traffic must not keep
+                // postponing the look.
+                let mut idle_ticks = idle_limit.map(|limit| {
+                    let mut t = tokio::time::interval(idle_check_interval(limit));
+                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    t
+                });
+                let ended = loop {
+                    let idle_check = async {
+                        match idle_ticks.as_mut() {
+                            Some(t) => {
+                                t.tick().await;
+                            }
+                            None => futures::future::pending().await,
+                        }
+                    };
                     let note = async {
                         match notes.as_mut() {
                             Some(rx) => rx.recv().await,
@@ -496,9 +842,20 @@ pub async fn supervise(
                                     let _ = events.send(UpstreamEvent::CatalogChanged);
                                 }
                             }
-                            None => listening = None,
+                            None => {
+                                listening = None;
+                                upstream.listening.store(false, Ordering::Release);
+                            }
                         },
-                        cause = conn.closed() => break cause,
+                        cause = conn.closed() => break Ended::Closed(cause),
+                        () = idle_check => {
+                            if let Some(idle) = idle_limit.and_then(|limit| upstream.take_if_idle(limit)) {
+                                drop(listening.take());
+                                upstream.listening.store(false, Ordering::Release);
+                                idle.close().await;
+                                break Ended::Idle;
+                            }
+                        }
                         _ = stopped(&mut shutdown) => {
                             conn.close().await;
                             return;
@@ -514,17 +871,37 @@ pub async fn supervise(
                         }
                     }
                 };
+                let cause = match ended {
+                    Ended::Closed(cause) => cause,
+                    Ended::Idle => {
+                        tracing::info!(server = %def.name, idle_shutdown = ?idle_limit, "stopped an idle upstream; its next call starts it again");
+                        let _ = events.send(UpstreamEvent::CatalogChanged);
+                        // A wake-up left over from the first demand is not a call: only one
+                        // that cleared `idle_stopped` counts.
+                        loop {
+                            tokio::select! {
+                                _ = upstream.demand.notified() => {}
+                                _ = stopped(&mut shutdown) => return,
+                            }
+                            if !upstream.idle_stopped.load(Ordering::Acquire) {
+                                break;
+                            }
+                        }
+                        failures = 0;
+                        recent_failures.clear();
+                        continue;
+                    }
+                };
+                upstream.listening.store(false, Ordering::Release);
                 upstream.restarts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(server = %def.name, cause = %cause, "upstream went down; restarting");
-                upstream.set_down(cause);
-                let _ = events.send(UpstreamEvent::CatalogChanged);
+                (cause, true)
             }
             Err(e) => {
                 tracing::warn!(server = %def.name, error = %e, "could not start upstream");
-                upstream.set_down(e.to_string());
-                let _ = events.send(UpstreamEvent::CatalogChanged);
+                (e.to_string(), false)
             }
-        }
+        };
         failures = failures.saturating_add(1);
         recent_failures.push_back(Instant::now());
         let policy = def.restart;
@@ -535,16 +912,19 @@ pub async fn supervise(
             && recent_failures
                 .front()
                 .is_some_and(|t| t.elapsed() <= policy.crash_loop_window);
+        // The status changes once per failure, with the wait already known, so a call refused
+        // meanwhile can say when the next attempt is.
         let wait = if looping {
-            let cause = upstream.last_error().unwrap_or_default();
-            tracing::error!(server = %def.name, cause = %cause, retry_in = ?policy.crash_loop_retry, "upstream is in a crash loop");
-            write(&upstream.status, Status::CrashLoop { cause });
-            let _ = events.send(UpstreamEvent::CatalogChanged);
+            tracing::error!(server = %def.name, cause = %cause, retry_in = ?policy.crash_loop_retry, "upstream is in a crash loop; its tools are withdrawn until it is up again");
             recent_failures.clear();
+            upstream.set_crash_loop(cause, crashed, policy.crash_loop_retry);
             policy.crash_loop_retry
         } else {
-            backoff(&policy, failures)
+            let wait = backoff(&policy, failures);
+            upstream.set_down(cause, crashed, wait);
+            wait
         };
+        let _ = events.send(UpstreamEvent::CatalogChanged);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stopped(&mut shutdown) => return,

@@ -70,6 +70,14 @@ pub enum Command {
         /// Where to listen, e.g. 127.0.0.1:7391 (default: gateway.listen).
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Serve without authentication even on an address other machines reach (only behind a proxy that authenticates; logged as a warning).
+        #[arg(long)]
+        insecure_no_auth: bool,
+    },
+    /// Create, list or revoke API keys for the gateway's clients.
+    Keys {
+        #[command(subcommand)]
+        action: crate::keys::KeysAction,
     },
     /// Run the gateway for one client over stdin/stdout (for clients that launch a command).
     Stdio {
@@ -80,6 +88,19 @@ pub enum Command {
     /// Validate a configuration file and report every problem with its file, line and field.
     Check {
         /// The configuration file (default: ./manifold.toml).
+        config: Option<PathBuf>,
+    },
+    /// List or approve pinned tool definitions (a changed definition waits for `pins approve`).
+    Pins {
+        #[command(subcommand)]
+        action: crate::pins_commands::PinsAction,
+    },
+    /// Let Manifold use an OAuth-protected HTTP server on your behalf: prints the authorization URL, waits for the redirect, stores the tokens (refreshed automatically).
+    Login {
+        /// The server's name in the configuration.
+        server: String,
+        /// The configuration file (default: ./manifold.toml).
+        #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
     /// Convert an `mcpServers` JSON (Claude Desktop, Cursor, Claude Code, VS Code) into Manifold's TOML on stdout.

@@ -3,6 +3,8 @@
 //! The core takes plain definitions and settings, not the configuration file's types, so that it
 //! can be driven by tests and by other front ends; this is the one place that translates.
 
+pub(crate) mod access;
+
 use std::sync::Arc;
 
 use manifold_config::{Config, ServerKind};
@@ -17,6 +19,7 @@ pub const FORWARDED_CAPABILITIES: &str =
 /// The core's settings for a configuration.
 pub fn gateway_settings(config: &Config) -> GatewaySettings {
     let g = &config.gateway;
+    let (rules, rate_limits) = access::access_settings(config);
     GatewaySettings {
         naming: NamingRules {
             mode: match g.naming {
@@ -27,12 +30,42 @@ pub fn gateway_settings(config: &Config) -> GatewaySettings {
             max_len: g.name_max_len,
             strict_charset: g.strict_names,
         },
+        pins: Some(definition_pins(config)),
         discovery: match g.discovery {
             manifold_config::settings::Discovery::Full => Discovery::Full,
             manifold_config::settings::Discovery::Search => Discovery::Search,
         },
+        rules,
+        rate_limits,
+        telemetry: crate::telemetry_setup::telemetry(config),
         ..GatewaySettings::default()
     }
+}
+
+/// The tool definition pins the core enforces: `pins.json` in the data directory, and each
+/// server's `on_change` policy.
+pub fn definition_pins(config: &Config) -> Arc<manifold_gateway::pins::Pins> {
+    Arc::new(manifold_gateway::pins::Pins::open(
+        manifold_gateway::pins::PinStore::in_dir(&config.gateway.data_dir),
+        pin_policies(config),
+    ))
+}
+
+/// Each server's `on_change` policy, by name (at start, and again on every reload).
+pub fn pin_policies(
+    config: &Config,
+) -> std::collections::HashMap<String, manifold_gateway::pins::OnChange> {
+    config
+        .servers
+        .iter()
+        .map(|s| {
+            let policy = match s.on_change {
+                manifold_config::server::OnChange::Warn => manifold_gateway::pins::OnChange::Warn,
+                manifold_config::server::OnChange::Block => manifold_gateway::pins::OnChange::Block,
+            };
+            (s.name.clone(), policy)
+        })
+        .collect()
 }
 
 /// One definition per enabled server, in configuration order.
@@ -40,15 +73,25 @@ pub fn upstream_definitions(config: &Config) -> Vec<UpstreamDefinition> {
     config
         .enabled_servers()
         .map(|s| {
-            let mut def = UpstreamDefinition::new(s.name.clone(), s.target());
+            // OAuth servers keep their tokens (from `manifold login`, refreshed) in the data
+            // directory.
+            let target = manifold_upstream::auth::with_token_store(
+                s.target(),
+                &config.gateway.data_dir,
+                &s.name,
+            );
+            let mut def = UpstreamDefinition::new(s.name.clone(), target);
             def.prefix = s.prefix.clone();
             def.era = s.era;
             def.timeout = s.timeout;
             def.max_timeout = Some(s.max_timeout);
             def.client_capabilities = FORWARDED_CAPABILITIES.to_owned();
             let tools = s.tools.clone();
+            // The filter's canonical form, so a reload can tell whether it changed.
+            def.tools_key = format!("{tools:?}");
             def.tools_allowed = Arc::new(move |name| tools.allows(name));
             def.lazy = s.startup == manifold_config::Startup::Lazy;
+            def.idle_shutdown = config.lifecycle.idle_shutdown_of(&s.name);
             def.scope = match &s.kind {
                 ServerKind::Stdio {
                     scope: manifold_config::server::Scope::Session,

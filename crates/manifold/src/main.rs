@@ -6,9 +6,14 @@
 mod args;
 mod client;
 mod config_commands;
+mod exposure;
 mod gateway_config;
+mod keys;
+mod login;
+mod pins_commands;
 mod report;
 mod serve;
+mod telemetry_setup;
 
 use std::process::ExitCode;
 
@@ -38,29 +43,9 @@ fn split_json_flag(argv: Vec<String>) -> Vec<String> {
     out
 }
 
-fn init_logs(verbose: u8, format: args::LogFormat) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        args::LogFormat::Human => logs
-            .with_target(false)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        args::LogFormat::Json => logs.json().init(),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse_from(split_json_flag(std::env::args().collect()));
-    init_logs(cli.verbose, cli.log_format);
+    let telemetry = telemetry_setup::start(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -81,16 +66,25 @@ fn main() -> ExitCode {
                 json_args,
             } => client::call(target, args, json_args.as_deref()).await,
             Command::Read { target } => client::read(target).await,
-            Command::Serve { config, listen } => serve::serve(config.as_deref(), *listen).await,
+            Command::Serve {
+                config,
+                listen,
+                insecure_no_auth,
+            } => serve::serve(config.as_deref(), *listen, *insecure_no_auth).await,
+            Command::Keys { action } => keys::run(action),
             Command::Stdio { config } => serve::stdio(config.as_deref()).await,
             Command::Check { config } => config_commands::check(config.as_deref()),
             Command::Import { file } => config_commands::import(file),
+            Command::Login { server, config } => login::login(config.as_deref(), server).await,
+            Command::Pins { action } => pins_commands::run(action),
             Command::Prompt { target, args } => client::prompt(target, args).await,
             Command::ConformanceClient { url } => client::conformance::run(url).await,
         }
     });
     // Children are reaped by their connections; the runtime goes down after them.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    // Buffered spans are flushed now, with no runtime left to compete with.
+    drop(telemetry);
     match outcome {
         Ok(o) => o.exit_code(),
         Err(e) => {

@@ -3,7 +3,12 @@
 //! Loads the configuration (or runs with built-in tools only when there is none), starts the core
 //! with every upstream under supervision, and puts it behind Streamable HTTP and legacy SSE
 //! (`serve`) or behind this process's stdin/stdout (`stdio`). stdout carries protocol bytes only
-//! in `stdio` mode; everything else goes to stderr.
+//! in `stdio` mode; everything else goes to stderr. What `serve` does once it listens (reload,
+//! graceful shutdown, the children's cgroup) lives in `serve/`.
+
+mod child_cgroup;
+mod config_watch;
+mod lifecycle;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -85,30 +90,35 @@ fn server_settings(config: &Config, listen: SocketAddr) -> Result<ServerSettings
     settings.listen = listen;
     settings.allowed_origins = config.gateway.allowed_origins.clone();
     settings.allowed_hosts = config.gateway.allowed_hosts.clone();
+    settings.limits.session_idle_ttl = config.lifecycle.session_idle_ttl;
+    settings.metrics_endpoint = config.telemetry.metrics;
+    settings.admin_listen = config.telemetry.admin_listen;
     Ok(settings)
 }
 
-/// `manifold serve [--config FILE] [--listen ADDR]`.
-pub async fn serve(given: Option<&Path>, listen: Option<SocketAddr>) -> Result<Outcome, CliError> {
+/// `manifold serve [--config FILE] [--listen ADDR] [--insecure-no-auth]`.
+pub async fn serve(
+    given: Option<&Path>,
+    listen: Option<SocketAddr>,
+    insecure_no_auth: bool,
+) -> Result<Outcome, CliError> {
     let (config, source) = load(given)?;
     let listen = listen.unwrap_or(config.gateway.listen);
-    if !listen.ip().is_loopback() {
-        return Err(CliError::with_hint(
-            format!(
-                "refusing to listen on {listen}: it is reachable from other machines, and authentication is not available yet"
-            ),
-            "listen on 127.0.0.1 (the default) and put an authenticating proxy in front",
-        ));
-    }
+    // Decided before anything starts: who may reach this address, and how they prove it.
+    let auth = crate::exposure::authenticator_for(&config, listen, insecure_no_auth)?;
+    let signals = lifecycle::Signals::install()?;
+    // Before the first child starts, so that every child is born inside; said once listening.
+    let containment = child_cgroup::ChildCgroup::enter();
     let gateway = start_gateway(&config).await?;
-    let server = Server::bind(server_settings(&config, listen)?, gateway.clone())
-        .await
-        .map_err(|e| {
-            CliError::with_hint(
-                format!("could not listen on {listen}: {e}"),
-                "is another process using that port? pass --listen 127.0.0.1:PORT",
-            )
-        })?;
+    let mut settings = server_settings(&config, listen)?;
+    settings.auth = auth;
+    let server = Server::bind(settings, gateway.clone()).await.map_err(|e| {
+        CliError::with_hint(
+            format!("could not listen on {listen}: {e}"),
+            "is another process using that port? pass --listen 127.0.0.1:PORT",
+        )
+    })?;
+    let cgroup = child_cgroup::announce(containment);
     let url = format!("http://{}/mcp", server.local_addr());
     match &source {
         Some(path) => eprintln!(
@@ -129,13 +139,20 @@ pub async fn serve(given: Option<&Path>, listen: Option<SocketAddr>) -> Result<O
             );
         }
     }
+    if let Some(admin) = server.admin_addr() {
+        eprintln!("Operator endpoints (/metrics, /healthz, /readyz) are at http://{admin}");
+    }
     // stdout gets the URL alone, so scripts can read it.
     println!("{url}");
-    wait_for_signal().await;
-    eprintln!("Manifold is shutting down");
-    server.shutdown().await;
-    gateway.shutdown().await;
-    Ok(Outcome::Success)
+    let running = lifecycle::Running {
+        gateway,
+        server,
+        started: config.clone(),
+        config,
+        source,
+        cgroup,
+    };
+    lifecycle::run(running, signals).await
 }
 
 /// `manifold stdio [--config FILE]`.
@@ -149,26 +166,4 @@ pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
     outcome
         .map(|()| Outcome::Success)
         .map_err(|e| CliError::usage(format!("the stdio connection failed: {e}")))
-}
-
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -14,6 +14,7 @@ pub mod http;
 pub mod limits;
 pub mod log_filter;
 pub mod modern_meta;
+pub mod observed_call;
 pub mod sealed;
 pub mod session;
 pub mod session_key;

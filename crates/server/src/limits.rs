@@ -33,6 +33,9 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
 pub const MAX_TOMBSTONES: usize = 10_000;
 /// How long a sealed session id is honoured after it was minted.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a legacy session may go without a request and without an open stream before it
+/// expires here (its id then answers 404, its own server processes stop).
+pub const SESSION_IDLE_TTL: Duration = Duration::from_secs(30 * 60);
 /// Server-to-client requests awaiting an answer, per session or stdio connection.
 pub const MAX_PENDING_SERVER_REQUESTS: usize = 64;
 /// Requests in flight per legacy session, stdio connection or HTTP+SSE session; -32006 past it.
@@ -62,6 +65,7 @@ pub struct Limits {
     pub keepalive_interval: Duration,
     pub max_tombstones: usize,
     pub session_lifetime: Duration,
+    pub session_idle_ttl: Duration,
     pub max_in_flight: usize,
     pub max_listen_streams: usize,
     pub max_sse_sessions: usize,
@@ -82,6 +86,7 @@ impl Default for Limits {
             keepalive_interval: KEEPALIVE_INTERVAL,
             max_tombstones: MAX_TOMBSTONES,
             session_lifetime: SESSION_LIFETIME,
+            session_idle_ttl: SESSION_IDLE_TTL,
             max_in_flight: MAX_IN_FLIGHT,
             max_listen_streams: MAX_LISTEN_STREAMS,
             max_sse_sessions: MAX_SSE_SESSIONS,

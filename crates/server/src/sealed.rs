@@ -1,6 +1,7 @@
 //! Legacy session state sealed into the session id itself.
 //!
-//! A legacy session is the revision negotiated in `initialize` plus what the client declared.
+//! A legacy session is the revision negotiated in `initialize` plus what the client declared,
+//! and (with authentication on) a digest of the identity that started it.
 //! Sealing that into the id (ChaCha20-Poly1305 under the session key, a fresh random nonce per
 //! session) means any replica holding the key, or this gateway after a restart, can serve the
 //! session's next request without shared storage; a forged or altered id fails authentication.
@@ -34,6 +35,9 @@ pub struct SessionState {
     pub info: Option<String>,
     /// Seconds since the Unix epoch when the session was minted.
     pub created: u64,
+    /// Digest of the identity that started the session (`None` without authentication); only
+    /// the same identity may use the session.
+    pub owner: Option<String>,
 }
 
 /// Why a session id was not accepted (all of them are a 404 to the client).
@@ -63,8 +67,13 @@ fn aad(key: &SessionKey) -> Vec<u8> {
 }
 
 fn encode(state: &SessionState) -> String {
+    let owner = state
+        .owner
+        .as_deref()
+        .map(|o| format!(",\"o\":{}", json_string(o)))
+        .unwrap_or_default();
     format!(
-        "{{\"r\":\"{}\",\"c\":{},\"i\":{},\"t\":{}}}",
+        "{{\"r\":\"{}\",\"c\":{},\"i\":{},\"t\":{}{owner}}}",
         state.revision,
         state.capabilities,
         state.info.as_deref().unwrap_or("null"),
@@ -170,6 +179,7 @@ pub fn open(key: &SessionKey, id: &str, lifetime: Duration) -> Result<SessionSta
         capabilities: text("c").unwrap_or_else(|| "{}".to_owned()),
         info: text("i").filter(|i| i != "null"),
         created,
+        owner: text("o").and_then(|o| serde_json::from_str::<String>(&o).ok()),
     })
 }
 
@@ -183,6 +193,7 @@ mod tests {
             capabilities: r#"{"elicitation":{"form":{}},"roots":{"listChanged":true}}"#.to_owned(),
             info: Some(r#"{"name":"c","version":"1"}"#.to_owned()),
             created: now_secs(),
+            owner: None,
         }
     }
 
@@ -223,6 +234,19 @@ mod tests {
         old.created -= 2 * 86_400;
         let id = seal(&key, &old).unwrap();
         assert_eq!(open(&key, &id, DAY), Err(OpenError::Expired));
+    }
+
+    #[test]
+    fn the_owner_is_sealed_in_and_read_back() {
+        let key = SessionKey::from_bytes(&[3; 32]).unwrap();
+        let owned = SessionState {
+            owner: Some("0123456789abcdef0123456789abcdef".to_owned()),
+            ..state()
+        };
+        let id = seal(&key, &owned).unwrap();
+        assert_eq!(open(&key, &id, DAY).unwrap(), owned);
+        let unowned = seal(&key, &state()).unwrap();
+        assert_eq!(open(&key, &unowned, DAY).unwrap().owner, None);
     }
 
     #[test]

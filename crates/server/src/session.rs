@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use futures::future::BoxFuture;
-use manifold_gateway::{ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext};
+use manifold_gateway::drain::CallGuard;
+use manifold_gateway::{Caller, ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext};
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, meta};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::oneshot;
@@ -358,18 +359,44 @@ impl DownstreamPeer for ModernPeer {
     }
 }
 
+/// A call's answer. It keeps the call counted as in flight (for a graceful shutdown) until
+/// the transport is done with it, so a drain never ends between the answer and its delivery.
+pub struct CallAnswer {
+    message: Message,
+    _in_flight: CallGuard,
+}
+
+impl std::ops::Deref for CallAnswer {
+    type Target = Message;
+    fn deref(&self) -> &Message {
+        &self.message
+    }
+}
+
 /// Runs one request through the gateway until it answers or `cancel` fires (then `None`: a
-/// cancelled request is never answered).
+/// cancelled request is never answered). The call counts as in flight for a graceful shutdown
+/// until its [`CallAnswer`] is dropped; one still running at the drain deadline is cancelled
+/// upstream and answered with an error that says so.
 pub async fn run_call(
     gateway: &Gateway,
     ctx: RequestContext,
     request: &Message,
     cancel: &CancellationToken,
-) -> Option<Message> {
-    tokio::select! {
-        response = gateway.handle(&ctx, request) => Some(response),
-        _ = cancel.cancelled() => None,
-    }
+) -> Option<CallAnswer> {
+    let in_flight = gateway.track_call();
+    let cut_off = gateway.shutdown_cut_off();
+    let message = tokio::select! {
+        response = crate::observed_call::handle(gateway, ctx, request) => response,
+        _ = cancel.cancelled() => return None,
+        _ = cut_off.cancelled() => Message::error(
+            request.id().cloned(),
+            &ErrorObject::new(ErrorCode::RequestCancelled, gateway.cut_off_message()),
+        ),
+    };
+    Some(CallAnswer {
+        message,
+        _in_flight: in_flight,
+    })
 }
 
 /// Runs a legacy call: as [`run_call`], then notes what it changed about the session.
@@ -379,7 +406,19 @@ pub async fn run_session_call(
     outlet: Arc<dyn Outlet>,
     request: &Message,
     cancel: &CancellationToken,
-) -> Option<Message> {
+) -> Option<CallAnswer> {
+    run_session_call_as(gateway, session, outlet, request, cancel, None).await
+}
+
+/// As [`run_session_call`], on behalf of an authenticated caller (HTTP transports).
+pub async fn run_session_call_as(
+    gateway: &Gateway,
+    session: &Arc<ClientSession>,
+    outlet: Arc<dyn Outlet>,
+    request: &Message,
+    cancel: &CancellationToken,
+    caller: Option<Arc<Caller>>,
+) -> Option<CallAnswer> {
     let ctx = RequestContext {
         client: session.view(),
         peer: Arc::new(CallPeer {
@@ -387,7 +426,7 @@ pub async fn run_session_call(
             outlet,
         }),
         session: session.id.clone(),
-        caller: None,
+        caller,
         trace: None,
     };
     let response = run_call(gateway, ctx, request, cancel).await;

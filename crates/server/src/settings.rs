@@ -2,6 +2,7 @@
 //! and its bounds.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use manifold_config::allowlist::{HostAllowlist, OriginPattern};
 
@@ -22,6 +23,12 @@ pub struct ServerSettings {
     /// Seals legacy session state into session ids.
     pub session_key: SessionKey,
     pub limits: Limits,
+    /// Inbound authentication of `/mcp`, `/sse` and `/message`; `None`: off (loopback only).
+    pub auth: Option<Arc<manifold_auth::Authenticator>>,
+    /// Whether `/metrics` is served (on `admin_listen` when set, else beside `/mcp`).
+    pub metrics_endpoint: bool,
+    /// A second listener for operators only: `/metrics`, `/healthz`, `/readyz`.
+    pub admin_listen: Option<SocketAddr>,
 }
 
 impl ServerSettings {
@@ -33,6 +40,9 @@ impl ServerSettings {
             allowed_hosts: HostAllowlist::default(),
             session_key,
             limits: Limits::default(),
+            auth: None,
+            metrics_endpoint: true,
+            admin_listen: None,
         }
     }
 }

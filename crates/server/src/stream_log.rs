@@ -293,6 +293,7 @@ impl StreamLog {
             pending,
             keepalive: options.keepalive,
             stop: options.stop,
+            stopping: false,
         };
         Ok(futures::stream::unfold(state, next_chunk))
     }
@@ -329,6 +330,8 @@ struct ReaderState {
     pending: VecDeque<Bytes>,
     keepalive: Duration,
     stop: CancellationToken,
+    /// The stop fired: deliver what the log already holds, then end.
+    stopping: bool,
 }
 
 enum Step {
@@ -372,6 +375,7 @@ async fn next_chunk(mut state: ReaderState) -> Option<(Result<Bytes, Infallible>
         match step {
             Step::Deliver(chunk) => return Some((Ok(chunk), state)),
             Step::End => return None,
+            Step::Wait if state.stopping => return None,
             Step::Wait => {}
         }
         tokio::select! {
@@ -379,7 +383,8 @@ async fn next_chunk(mut state: ReaderState) -> Option<(Result<Bytes, Infallible>
             _ = tokio::time::sleep(state.keepalive) => {
                 return Some((Ok(Bytes::from(encode_comment("keep-alive"))), state));
             }
-            _ = state.stop.cancelled() => return None,
+            // An answer pushed just before a shutdown's stop still reaches its client.
+            _ = state.stop.cancelled() => state.stopping = true,
         }
     }
 }
@@ -476,6 +481,28 @@ mod tests {
         log.push("note");
         log.push_final("{}");
         assert_eq!(log.sole_event_if_finished(), None);
+    }
+
+    #[tokio::test]
+    async fn what_was_pushed_before_a_stop_is_delivered_before_the_stream_ends() {
+        use futures::FutureExt as _;
+        // The reader waits when both wake-ups land; either may be seen first, so try often.
+        for _ in 0..32 {
+            let log = StreamLog::new(None, None, 10, 1000);
+            let stop = CancellationToken::new();
+            let mut opts = options();
+            opts.stop = stop.clone();
+            let mut r = Box::pin(log.reader(Start::Beginning, opts).unwrap());
+            assert!(r.next().now_or_never().is_none(), "nothing to read yet");
+            log.push_final("{\"answer\":1}");
+            stop.cancel();
+            let chunk = r.next().await.unwrap().unwrap();
+            assert!(
+                String::from_utf8_lossy(&chunk).contains("{\"answer\":1}"),
+                "{chunk:?}"
+            );
+            assert!(r.next().await.is_none());
+        }
     }
 
     #[tokio::test]

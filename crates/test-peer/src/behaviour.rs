@@ -88,6 +88,13 @@ pub enum Behaviour {
     SseComments,
     /// Streamable HTTP legacy: SSE replies end after the priming event; resume with Last-Event-ID.
     CloseSseAfterPriming,
+    /// Normal, plus the `journal` tool reporting tagged `slow` calls (running, cancelled, finished).
+    CancelJournal,
+    /// After `--count` (default 1) calls, `echo`'s definition changes and `added_later` appears.
+    RugPull,
+    /// Adds tools whose title and description carry direction, control and invisible characters,
+    /// and one whose description is 9900 characters long.
+    HostileDescriptions,
 }
 
 impl Behaviour {

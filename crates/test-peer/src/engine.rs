@@ -714,7 +714,12 @@ fn tools_list(settings: &Settings, era: Era, params: Option<&Value>) -> Reply {
             if let Some(text) = cursor {
                 return invalid_params(format!("Invalid params: unknown cursor {text:?}"));
             }
-            map.insert("tools".to_owned(), Value::Array(catalog::tools()));
+            let mut tools = catalog::tools();
+            if crate::cancel_journal::enabled(settings) {
+                tools.push(crate::cancel_journal::tool_definition());
+            }
+            crate::definition_attacks::adjust_tools(settings, &mut tools);
+            map.insert("tools".to_owned(), Value::Array(tools));
         }
     }
     cacheable(&mut map, era);
@@ -873,6 +878,9 @@ fn send_reply(
     };
     for frame in frames {
         ctx.push(Outgoing::response(method, status, frame));
+    }
+    if is_call {
+        crate::definition_attacks::after_call_response(ctx);
     }
     if is_call
         && behaviour == Behaviour::ProgressAfterResponse

@@ -6,8 +6,10 @@
 
 mod base64_sentinel;
 mod behaviour;
+mod cancel_journal;
 mod canonical_json;
 mod catalog;
+mod definition_attacks;
 mod engine;
 mod error;
 mod http_replies;

@@ -54,7 +54,11 @@ pub async fn call(ctx: &RequestContext, era: Era, params: Option<&Value>) -> Rep
         }
         "echo_raw" => Reply::Raw(payloads::ECHO_RAW_RESULT.to_vec()),
         "seen_headers" => seen_headers(ctx),
-        other => invalid(format!("Invalid params: unknown tool {other}")),
+        crate::cancel_journal::TOOL if crate::cancel_journal::enabled(settings) => {
+            crate::cancel_journal::report()
+        }
+        other => crate::definition_attacks::call(settings, other)
+            .unwrap_or_else(|| invalid(format!("Invalid params: unknown tool {other}"))),
     }
 }
 
@@ -145,12 +149,14 @@ async fn slow(ctx: &RequestContext, params: Option<&Value>, args: &Map<String, V
     };
     let token = engine::progress_token(params);
     let defer_progress = ctx.settings().behaviour == Behaviour::ProgressAfterResponse;
+    let journaled = crate::cancel_journal::start(ctx.settings(), args);
     for n in 1..=steps {
         tokio::select! {
             () = tokio::time::sleep(step) => {}
             () = ctx.cancel.cancelled() => {
                 // A test's only way to see that the cancellation landed.
                 eprintln!("manifold-test-peer: slow cancelled before step {n} of {steps}");
+                journaled.cancelled();
                 return Reply::Dropped;
             }
         }
@@ -164,9 +170,11 @@ async fn slow(ctx: &RequestContext, params: Option<&Value>, args: &Map<String, V
         }
     }
     if ctx.cancel.is_cancelled() {
+        journaled.cancelled();
         return Reply::Dropped;
     }
-    text_result(&format!("slow done after {steps} steps"), false)
+    let done = journaled.finished(format!("slow done after {steps} steps"));
+    text_result(&done, false)
 }
 
 /// The three tools that need something from the client.

@@ -35,6 +35,8 @@ pub struct HttpSpec {
     pub client_identity: Option<PathBuf>,
     /// Allow plain `http://` to hosts other than loopback.
     pub allow_insecure_http: bool,
+    /// Credentials beyond the static headers: OAuth, or the caller's token passed through.
+    pub auth: crate::auth::HttpAuth,
 }
 
 impl std::fmt::Debug for HttpSpec {
@@ -55,6 +57,7 @@ impl std::fmt::Debug for HttpSpec {
             .field("ca_bundle", &self.ca_bundle)
             .field("client_identity", &self.client_identity)
             .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("auth", &self.auth)
             .finish()
     }
 }

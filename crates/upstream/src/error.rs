@@ -45,6 +45,8 @@ pub enum UpstreamError {
     },
     #[error("could not reach server {server:?}: {reason}")]
     Connect { server: String, reason: String },
+    #[error("could not get authorization for server {server:?}: {detail}")]
+    Auth { server: String, detail: String },
     #[error("the URL {url:?} is refused: {reason}")]
     BadUrl { url: String, reason: String },
     #[error("could not agree on a protocol revision with server {server:?}: {detail}")]

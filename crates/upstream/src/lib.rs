@@ -3,6 +3,7 @@
 //! One [`Connection`] API over every transport (stdio children, Streamable HTTP, legacy HTTP+SSE)
 //! and both protocol eras, so the gateway and the CLI never care how a server is reached.
 
+pub mod auth;
 pub mod connect;
 pub mod connection;
 pub mod error;

@@ -27,6 +27,9 @@ pub(crate) const GATEWAY_KEYS: &[&str] = &[
     "session_key",
     "session_key_id",
     "data_dir",
+    // Read by load/lifecycle.rs.
+    "drain_timeout",
+    "session_idle_ttl",
 ];
 
 const GATEWAY_HINTS: &[(&str, &str)] = &[

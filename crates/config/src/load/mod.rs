@@ -1,9 +1,14 @@
 //! From configuration text to a [`Config`]: parse (keeping spans), read each section while
 //! collecting every problem, and succeed only when there are none.
 
+mod auth;
 mod gateway;
+pub(crate) mod lifecycle;
 mod reader;
+mod rules;
 mod servers;
+pub(crate) mod telemetry;
+pub(crate) mod upstream_credentials;
 
 use std::path::Path;
 
@@ -18,7 +23,14 @@ pub(crate) use servers::{
     RESERVED_HEADERS, looks_like_command_line, url_problem, uses_shell_syntax,
 };
 
-const TOP_KEYS: &[&str] = &["gateway", "servers"];
+const TOP_KEYS: &[&str] = &[
+    "gateway",
+    "servers",
+    "rules",
+    "rate_limits",
+    "auth",
+    "telemetry",
+];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
     let mut hints = vec![
@@ -74,6 +86,17 @@ pub(crate) fn load_text(
     reader.check_keys("", root, TOP_KEYS, &top_level_hints());
     let gateway = gateway::read_gateway(&mut reader, root.get("gateway"));
     let servers = servers::read_servers(&mut reader, root.get("servers"), &gateway);
+    let rules = rules::read_rules(&mut reader, root.get("rules"), &servers);
+    let rate_limits = rules::read_rate_limits(&mut reader, root.get("rate_limits"));
+    let auth = auth::read_auth(&mut reader, root.get("auth"));
+    let lifecycle = lifecycle::read_lifecycle(&mut reader, root, &servers);
+    let telemetry = telemetry::read_telemetry(&mut reader, root.get("telemetry"));
     let secrets = reader.finish()?;
-    Ok(Config::assemble(origin, gateway, servers, secrets))
+    let mut config = Config::assemble(origin, gateway, servers, secrets);
+    config.rules = rules;
+    config.rate_limits = rate_limits;
+    config.lifecycle = lifecycle;
+    config.auth = auth;
+    config.telemetry = telemetry;
+    Ok(config)
 }

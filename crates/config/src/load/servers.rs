@@ -16,7 +16,8 @@ use super::reader::{Item, Key, MapEntry, Reader, Show, Text, key_path, quote};
 use crate::duration::format_duration;
 use crate::names::{is_valid_name, sanitize_name};
 use crate::server::{
-    DEFAULT_MAX_TIMEOUT, DEFAULT_TIMEOUT, Interpolated, Scope, ServerConfig, ServerKind, Startup,
+    DEFAULT_MAX_TIMEOUT, DEFAULT_TIMEOUT, Interpolated, OnChange, Scope, ServerConfig, ServerKind,
+    Startup,
 };
 use crate::settings::{GatewaySettings, MIN_TOOL_NAME_ROOM, NamingMode, PREFIX_SEPARATOR};
 use crate::tool_filter::ToolFilter;
@@ -41,15 +42,23 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "prefix",
     "tools",
     "startup",
+    // Read by load/upstream_credentials.rs.
+    "oauth",
+    "token_passthrough",
+    "on_change",
+    // Read by load/lifecycle.rs.
+    "idle_shutdown",
 ];
 
-const STDIO_ONLY: &[&str] = &["args", "env", "env_allow", "cwd", "scope"];
+const STDIO_ONLY: &[&str] = &["args", "env", "env_allow", "cwd", "scope", "idle_shutdown"];
 const HTTP_ONLY: &[&str] = &[
     "transport",
     "headers",
     "ca_bundle",
     "client_cert",
     "allow_insecure_http",
+    "oauth",
+    "token_passthrough",
 ];
 
 const SERVER_HINTS: &[(&str, &str)] = &[
@@ -217,6 +226,7 @@ fn read_server(reader: &mut Reader<'_>, key: &Key<'_>, item: &Item<'_>) -> Optio
             max_timeout,
             tools: fields.tools.unwrap_or_default(),
             startup: fields.startup.unwrap_or_default(),
+            on_change: fields.on_change.unwrap_or_default(),
             kind: kind?,
         },
         name_span: key.span(),
@@ -250,6 +260,7 @@ struct Fields {
     prefix: Option<Text>,
     tools: Option<ToolFilter>,
     startup: Option<Startup>,
+    on_change: Option<OnChange>,
 }
 
 fn read_fields(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str) -> Fields {
@@ -384,6 +395,13 @@ fn read_fields(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str) -> Fiel
             &[("eager", Startup::Eager), ("lazy", Startup::Lazy)],
         )
     });
+    let on_change = table.get("on_change").and_then(|i| {
+        reader.choice(
+            &field("on_change"),
+            i,
+            &[("warn", OnChange::Warn), ("block", OnChange::Block)],
+        )
+    });
     Fields {
         kind,
         era,
@@ -392,6 +410,7 @@ fn read_fields(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str) -> Fiel
         prefix,
         tools,
         startup,
+        on_change,
     }
 }
 
@@ -507,7 +526,15 @@ fn build_kind(
                 "only applies to stdio servers (those with command)",
                 "remove it (this server has url, so it is reached over HTTP)",
             );
+            let mut interpolated = crate::server::Interpolated::new();
+            let auth = super::upstream_credentials::read_credentials(
+                reader,
+                table,
+                path,
+                &mut interpolated,
+            );
             build_http(reader, path, fields)
+                .map(|kind| super::upstream_credentials::with_credentials(kind, auth, interpolated))
         }
     }
 }
@@ -742,6 +769,7 @@ fn build_http(reader: &mut Reader<'_>, path: &str, f: KindFields) -> Option<Serv
             ca_bundle,
             client_identity,
             allow_insecure_http,
+            auth: Default::default(),
         },
         interpolated,
     })

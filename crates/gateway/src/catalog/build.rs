@@ -1,8 +1,11 @@
 //! One immutable snapshot of everything the gateway offers, rebuilt whenever an upstream changes.
 //!
-//! Entries keep the upstream's raw JSON with only the name (or URI) patched, in a deterministic
-//! order: built-in tools first, then upstreams in configuration order, each in its own order.
-//! Readers take an `Arc` of the snapshot, so a rebuild never blocks a request in flight.
+//! Entries keep the upstream's raw JSON with only the name (or URI) patched, and the title and
+//! description cleaned when they need it (`hygiene`), in a deterministic order: built-in tools
+//! first, then upstreams in configuration order, each in its own order. With pins, a tool whose
+//! definition changed under an `on_change = "block"` policy is withheld: it keeps its exposed name
+//! (so no other name moves) but is neither listed nor callable. Readers take an `Arc` of the
+//! snapshot, so a rebuild never blocks a request in flight.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,8 +13,10 @@ use std::sync::Arc;
 use manifold_wire::id::json_string;
 use manifold_wire::patch;
 
+use super::hygiene;
 use super::naming::{NameCollision, NameTable, NamingRules};
 use super::uri;
+use crate::pins::{ChangedTool, Pins};
 use crate::upstream::Upstream;
 
 /// One offered item.
@@ -43,6 +48,8 @@ pub struct Catalog {
     tool_index: HashMap<String, usize>,
     /// Whether URIs carry a server prefix (every naming mode but "never").
     namespaced: bool,
+    /// Exposed name -> why the tool is withheld (its definition changed; policy "block").
+    withheld: HashMap<String, ChangedTool>,
 }
 
 fn name_of(raw: &str, key: &str) -> Option<String> {
@@ -54,11 +61,22 @@ fn patched(raw: &str, key: &str, value: &str) -> Option<String> {
 }
 
 impl Catalog {
-    /// Builds the catalog from the upstreams' current lists.
+    /// Builds the catalog from the upstreams' current lists, without pins.
     pub fn build(
         rules: &NamingRules,
         upstreams: &[Arc<Upstream>],
         reserved: &[&str],
+    ) -> Result<Catalog, NameCollision> {
+        Catalog::build_pinned(rules, upstreams, reserved, None)
+    }
+
+    /// Builds the catalog from the upstreams' current lists, comparing each tool with its pin
+    /// when `pins` is given.
+    pub fn build_pinned(
+        rules: &NamingRules,
+        upstreams: &[Arc<Upstream>],
+        reserved: &[&str],
+        pins: Option<&Pins>,
     ) -> Result<Catalog, NameCollision> {
         let lists: Vec<_> = upstreams.iter().map(|u| (u, u.lists())).collect();
         let mut tool_entries = Vec::new();
@@ -94,24 +112,42 @@ impl Catalog {
         };
         let namespaced = rules.mode != super::naming::NamingMode::Never;
         catalog.namespaced = namespaced;
+        let review = pins.map(|p| {
+            let offered: Vec<(&str, Arc<crate::upstream::Lists>)> = lists
+                .iter()
+                .map(|(u, l)| (u.def.name.as_str(), Arc::clone(l)))
+                .collect();
+            p.review(&offered)
+        });
         for (u, l) in &lists {
             let server: Arc<str> = Arc::from(u.def.name.as_str());
             let scheme = uri::scheme_prefix(&u.def.prefix);
             catalog
                 .uri_servers
                 .insert(scheme.clone(), Arc::clone(&server));
-            let named = |raw: &str, table: &NameTable| -> Option<Entry> {
+            let named = |raw: &str, table: &NameTable, kind: &str| -> Option<Entry> {
                 let original = name_of(raw, "name")?;
                 let exposed = table.exposed(&server, &original)?.to_owned();
+                let offered = hygiene::offered_entry(&server, kind, &original, raw)?;
                 Some(Entry {
                     server: Arc::clone(&server),
-                    raw: patched(raw, "name", &exposed)?,
+                    raw: patched(&offered, "name", &exposed)?,
                     original,
                     exposed,
                 })
             };
             for t in &l.tools {
-                if let Some(e) = named(t.get(), &catalog.tool_names) {
+                let change = review.as_ref().and_then(|r| {
+                    r.change(&server, &name_of(t.get(), "name")?)
+                        .filter(|c| c.withheld)
+                });
+                if let Some(change) = change {
+                    if let Some(exposed) = catalog.tool_names.exposed(&server, &change.tool) {
+                        catalog.withheld.insert(exposed.to_owned(), change.clone());
+                    }
+                    continue;
+                }
+                if let Some(e) = named(t.get(), &catalog.tool_names, "tool") {
                     catalog
                         .tool_index
                         .insert(e.exposed.clone(), catalog.tools.len());
@@ -121,24 +157,25 @@ impl Catalog {
             catalog.prompts.extend(
                 l.prompts
                     .iter()
-                    .filter_map(|p| named(p.get(), &catalog.prompt_names)),
+                    .filter_map(|p| named(p.get(), &catalog.prompt_names, "prompt")),
             );
-            let located = |raw: &str, key: &str| -> Option<Entry> {
+            let located = |raw: &str, key: &str, kind: &str| -> Option<Entry> {
                 let original = name_of(raw, key)?;
                 let exposed = if namespaced {
                     uri::expose(&scheme, &original)
                 } else {
                     original.clone()
                 };
+                let offered = hygiene::offered_entry(&server, kind, &original, raw)?;
                 Some(Entry {
                     server: Arc::clone(&server),
-                    raw: patched(raw, key, &exposed)?,
+                    raw: patched(&offered, key, &exposed)?,
                     original,
                     exposed,
                 })
             };
             for r in &l.resources {
-                if let Some(e) = located(r.get(), "uri") {
+                if let Some(e) = located(r.get(), "uri", "resource") {
                     catalog
                         .resource_index
                         .insert(e.exposed.clone(), catalog.resources.len());
@@ -148,17 +185,47 @@ impl Catalog {
             catalog.templates.extend(
                 l.templates
                     .iter()
-                    .filter_map(|t| located(t.get(), "uriTemplate")),
+                    .filter_map(|t| located(t.get(), "uriTemplate", "template")),
             );
         }
         Ok(catalog)
     }
 
-    /// The tool an exposed name leads to.
+    /// The tool an exposed name leads to (never a withheld one).
     pub fn tool(&self, exposed: &str) -> Option<(&str, &str)> {
+        if self.withheld.contains_key(exposed) {
+            return None;
+        }
         self.tool_names
             .resolve(exposed)
             .map(|o| (o.server.as_str(), o.original.as_str()))
+    }
+
+    /// Why a tool is withheld, as the error a call to it gets (`None`: it is not withheld).
+    pub fn withheld_tool(&self, exposed: &str) -> Option<manifold_wire::ErrorObject> {
+        let change = self.withheld.get(exposed)?;
+        let refusal = manifold_wire::ErrorObject::new(
+            manifold_wire::ErrorCode::Forbidden,
+            crate::pins::withheld_message(exposed, change),
+        );
+        let data = serde_json::json!({
+            "server": change.server,
+            "tool": change.tool,
+            "changed": change.fields,
+            "pinnedSha256": change.pinned,
+            "seenSha256": change.seen,
+        });
+        Some(
+            match serde_json::value::RawValue::from_string(data.to_string()) {
+                Ok(data) => refusal.with_data(data),
+                Err(_) => refusal,
+            },
+        )
+    }
+
+    /// Tools withheld because their definitions changed, by exposed name.
+    pub fn withheld_tools(&self) -> impl Iterator<Item = (&str, &ChangedTool)> {
+        self.withheld.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// The offered entry of an exposed tool name.
@@ -175,9 +242,11 @@ impl Catalog {
             .map(|o| (o.server.as_str(), o.original.as_str()))
     }
 
-    /// Every exposed tool name (for suggestions).
+    /// Every exposed tool name (for suggestions), withheld ones left out.
     pub fn tool_names(&self) -> impl Iterator<Item = &str> {
-        self.tool_names.exposed_names()
+        self.tool_names
+            .exposed_names()
+            .filter(|n| !self.withheld.contains_key(*n))
     }
 
     /// The server and original URI of an exposed resource URI (listed, or under a server's prefix).

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use manifold_upstream::auth::{Grant, HeadlessConsent, HttpAuth, OAuthClient, OAuthSettings};
 use manifold_upstream::paginate::{ListKind, result_or_error};
 use manifold_upstream::{
     CallOptions, ClientIdentity, ConnectOptions, Connection, EraChoice, HttpSpec,
@@ -44,6 +45,17 @@ const MODERN_ONLY_MOCKS: &[&str] = &[
     "json-schema-ref-no-deref",
 ];
 
+/// The prefix of the authorization scenarios: their mocks protect the MCP endpoint with OAuth.
+const AUTH_SCENARIOS: &str = "auth/";
+
+/// The client ID metadata document URL the suite's authorization server recognises (it is never
+/// fetched); used where the server advertises `client_id_metadata_document_supported`.
+const CONFORMANCE_CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Where the suite's authorization server redirects after its automatic approval. Nothing
+/// listens there: the redirect is read from the authorization endpoint's answer.
+const CONFORMANCE_REDIRECT_URI: &str = "http://localhost:3000/callback";
+
 /// Each request's deadline; the suite kills a client after 30 s, so a hang must fail sooner.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -57,7 +69,8 @@ pub async fn run(url: &str) -> Result<Outcome, CliError> {
     })?;
     let context = read_context()?;
     let answers = Arc::new(SchemaDefaults::default());
-    let session = Session::open(url, Arc::clone(&answers)).await?;
+    let auth = credentials_for(&scenario, &context)?;
+    let session = Session::open(url, Arc::clone(&answers), auth).await?;
     note(&format!(
         "scenario {scenario}: connected to {} ({:?} era, revision {})",
         session
@@ -83,6 +96,35 @@ fn note(line: &str) {
 
 fn failure(message: String) -> CliError {
     CliError::usage(message)
+}
+
+/// The credentials a scenario's mock expects: OAuth for `auth/*` (the grant the scenario tests,
+/// the pre-registered client its context names, else discovery and registration), with consent
+/// given by following the mock's automatic redirect.
+fn credentials_for(scenario: &str, context: &Map<String, Value>) -> Result<HttpAuth, CliError> {
+    if !scenario.starts_with(AUTH_SCENARIOS) {
+        return Ok(HttpAuth::None);
+    }
+    let text = |k: &str| context.get(k).and_then(Value::as_str).map(str::to_owned);
+    let grant = if scenario.starts_with("auth/client-credentials") {
+        Grant::ClientCredentials
+    } else {
+        Grant::AuthorizationCode
+    };
+    let settings = OAuthSettings {
+        grant,
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        client_metadata_url: Some(CONFORMANCE_CLIENT_METADATA_URL.to_owned())
+            .filter(|_| grant == Grant::AuthorizationCode),
+        client_name: "manifold-conformance-client".to_owned(),
+        ..OAuthSettings::default()
+    };
+    let consent = HeadlessConsent::new(CONFORMANCE_REDIRECT_URI)
+        .map_err(|e| failure(format!("could not prepare the consent step: {e}")))?;
+    Ok(HttpAuth::OAuth(
+        OAuthClient::new(settings).with_consent(Arc::new(consent)),
+    ))
 }
 
 fn read_context() -> Result<Map<String, Value>, CliError> {
@@ -230,7 +272,7 @@ async fn play(
         // (this is also what http-invalid-tool-headers expects: valid tools used, invalid ones
         // never called).
         other => {
-            if other != "http-invalid-tool-headers" {
+            if other != "http-invalid-tool-headers" && !other.starts_with(AUTH_SCENARIOS) {
                 note(&format!(
                     "no specific steps known for {other:?}; calling every listed tool"
                 ));
@@ -326,10 +368,15 @@ impl Tool {
 }
 
 impl Session {
-    async fn open(url: &str, answers: Arc<SchemaDefaults>) -> Result<Session, CliError> {
+    async fn open(
+        url: &str,
+        answers: Arc<SchemaDefaults>,
+        auth: HttpAuth,
+    ) -> Result<Session, CliError> {
         let target = Target::Http(HttpSpec {
             url: url.to_owned(),
             transport: HttpTransportChoice::Auto,
+            auth,
             ..HttpSpec::default()
         });
         let mut options = ConnectOptions::new(url);
@@ -678,6 +725,36 @@ mod tests {
         assert_eq!(
             tool.input_schema_raw().unwrap(),
             r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"$anchor":"x"}},"additionalProperties":false}"#
+        );
+    }
+
+    #[test]
+    fn auth_scenarios_get_the_grant_and_client_their_mock_expects() {
+        assert!(matches!(
+            credentials_for("tools_call", &Map::new()).unwrap(),
+            HttpAuth::None
+        ));
+        let context: Map<String, Value> = serde_json::from_str(
+            r#"{"name":"auth/pre-registration","client_id":"pre","client_secret":"sec"}"#,
+        )
+        .unwrap();
+        let pre = credentials_for("auth/pre-registration", &context).unwrap();
+        let s = pre.oauth_client().unwrap().settings().clone();
+        assert_eq!(s.grant, Grant::AuthorizationCode);
+        assert_eq!(s.client_id.as_deref(), Some("pre"));
+        assert_eq!(s.client_secret.as_deref(), Some("sec"));
+        assert_eq!(
+            s.client_metadata_url.as_deref(),
+            Some(CONFORMANCE_CLIENT_METADATA_URL)
+        );
+        let cc = credentials_for("auth/client-credentials-basic", &context).unwrap();
+        let s = cc.oauth_client().unwrap().settings().clone();
+        assert_eq!(s.grant, Grant::ClientCredentials);
+        assert_eq!(s.client_metadata_url, None);
+        let discovered = credentials_for("auth/metadata-default", &Map::new()).unwrap();
+        assert_eq!(
+            discovered.oauth_client().unwrap().settings().client_id,
+            None
         );
     }
 

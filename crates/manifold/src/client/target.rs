@@ -70,6 +70,7 @@ pub fn resolve(args: &TargetArgs, names_wanted: usize, usage: &str) -> Result<Re
             ca_bundle: args.ca_bundle.clone(),
             client_identity: args.client_cert.clone(),
             allow_insecure_http: args.allow_insecure_http,
+            ..HttpSpec::default()
         };
         (
             Target::Http(spec),

@@ -11,6 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use manifold_config::allowlist::origin_allowed;
+use manifold_telemetry::RejectReason;
 use manifold_wire::ErrorCode;
 
 use super::AppState;
@@ -27,10 +28,13 @@ pub(crate) async fn origin_and_host(
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     if !origin_allowed(&state.settings.allowed_origins, origin) {
         tracing::warn!(origin = ?origin, "refused a request from a disallowed Origin");
-        return forbidden(format!(
-            "Forbidden: the Origin {:?} is not allowed; add it to allowed_origins if this page should reach Manifold",
-            origin.unwrap_or_default()
-        ));
+        return refused(
+            RejectReason::Origin,
+            forbidden(format!(
+                "Forbidden: the Origin {:?} is not allowed; add it to allowed_origins if this page should reach Manifold",
+                origin.unwrap_or_default()
+            )),
+        );
     }
     let host = headers
         .get(header::HOST)
@@ -43,12 +47,23 @@ pub(crate) async fn origin_and_host(
         .allows(host.as_deref(), state.local)
     {
         tracing::warn!(host = ?host, "refused a request for a disallowed Host");
-        return forbidden(format!(
-            "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
-            host.unwrap_or_default()
-        ));
+        return refused(
+            RejectReason::Host,
+            forbidden(format!(
+                "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
+                host.unwrap_or_default()
+            )),
+        );
     }
     next.run(request).await
+}
+
+/// A refusal with its reason attached, for the rejected-requests metric (`metering.rs`).
+fn refused(reason: RejectReason, mut response: Response) -> Response {
+    response
+        .extensions_mut()
+        .insert(super::metering::Refused(reason));
+    response
 }
 
 /// 403 with a JSON-RPC error without id: the request is refused before anything reads its body.

@@ -6,11 +6,16 @@
 //! (another replica or an earlier process minted it). Deleted sessions are remembered in a
 //! bounded tombstone set, per replica: a session deleted on one replica stays usable on another
 //! that never heard of the deletion until it expires (see the README's multi-replica note).
+//!
+//! A session with no request and no open stream for `session_idle_ttl` expires: it is deleted
+//! here as if the client had sent DELETE. Whenever a session ends for good here (DELETE, idle
+//! expiry, eviction at the bound, server shutdown), its own upstream processes
+//! (`scope = "session"` servers) are stopped with it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use manifold_gateway::{ClientView, Gateway, GatewayEvent};
 use tokio_util::sync::CancellationToken;
@@ -44,6 +49,8 @@ pub(crate) struct LiveSession {
     /// Fires when the session ends here (deleted, evicted, server shutdown).
     pub ended: CancellationToken,
     limits: Limits,
+    /// Ends the session's own upstream connections when the session ends for good.
+    gateway: Gateway,
 }
 
 impl LiveSession {
@@ -73,6 +80,7 @@ impl LiveSession {
             last_used: Mutex::new(Instant::now()),
             ended: stop.child_token(),
             limits,
+            gateway: gateway.clone(),
         });
         tokio::spawn(forward_events(
             gateway.events(),
@@ -159,6 +167,34 @@ impl LiveSession {
         *lock(&self.last_used)
     }
 
+    /// How long the session has been idle (no request, no open stream, nothing in flight);
+    /// `None` while it is in use, which counts as use (idleness restarts from now).
+    fn idle_for(&self) -> Option<Duration> {
+        if self.evictable() {
+            Some(self.last_used().elapsed())
+        } else {
+            self.touch();
+            None
+        }
+    }
+
+    /// Ends the session for good: as [`LiveSession::end`], and its own upstream processes stop.
+    pub fn end_for_good(&self) {
+        self.end();
+        let gateway = self.gateway.clone();
+        let id = self.id.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { gateway.end_session(&id).await });
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "a session ended outside the runtime; its own server processes stop with the gateway"
+                );
+            }
+        }
+    }
+
     /// Ends the session here: streams close, calls are cancelled, events stop.
     pub fn end(&self) {
         self.ended.cancel();
@@ -218,6 +254,14 @@ fn tombstone_key(id: &str) -> String {
 }
 
 impl SessionTable {
+    /// The revision of every live session (for the sessions gauge at scrape time).
+    pub fn revisions(&self) -> Vec<manifold_wire::Revision> {
+        lock(&self.live)
+            .values()
+            .map(|s| s.core.view().revision)
+            .collect()
+    }
+
     pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
         lock(&self.live).get(id).cloned()
     }
@@ -244,7 +288,7 @@ impl SessionTable {
             match victim.and_then(|id| live.remove(&id)) {
                 Some(evicted) => {
                     tracing::debug!("evicted an idle session to make room; it resumes from its id");
-                    evicted.end();
+                    evicted.end_for_good();
                 }
                 None => {
                     session.end();
@@ -263,7 +307,7 @@ impl SessionTable {
     /// Ends a session for good on this replica.
     pub fn delete(&self, id: &str, max_tombstones: usize) {
         if let Some(s) = lock(&self.live).remove(id) {
-            s.end();
+            s.end_for_good();
         }
         let key = tombstone_key(id);
         let mut t = lock(&self.tombstones);
@@ -279,7 +323,52 @@ impl SessionTable {
 
     pub fn end_all(&self) {
         for (_, s) in lock(&self.live).drain() {
-            s.end();
+            s.end_for_good();
+        }
+    }
+
+    /// Deletes every session idle for longer than `ttl`; returns how many.
+    pub fn expire_idle(&self, ttl: Duration, max_tombstones: usize) -> usize {
+        let expired: Vec<String> = lock(&self.live)
+            .values()
+            .filter(|s| s.idle_for().is_some_and(|idle| idle > ttl))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in &expired {
+            self.delete(id, max_tombstones);
+        }
+        expired.len()
+    }
+}
+
+/// How often idle sessions are looked for.
+fn expiry_interval(ttl: Duration) -> Duration {
+    (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(30))
+}
+
+/// Expires idle sessions until the server stops.
+pub(crate) async fn expire_idle_sessions(state: Weak<super::AppState>) {
+    let Some((ttl, stop)) = state
+        .upgrade()
+        .map(|s| (s.settings.limits.session_idle_ttl, s.stop.clone()))
+    else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(expiry_interval(ttl));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        let expired = state
+            .sessions
+            .expire_idle(ttl, state.settings.limits.max_tombstones);
+        if expired > 0 {
+            tracing::info!(expired, idle_ttl = ?ttl, "legacy sessions expired after being idle");
         }
     }
 }

@@ -1,9 +1,13 @@
 //! The HTTP server: Streamable HTTP at `/mcp` (both eras, chosen per request), the deprecated
-//! HTTP+SSE transport at `/sse` + `/message`, and the Origin/Host guard in front of all of them;
-//! `/healthz` and `/readyz` for operators beside them.
+//! HTTP+SSE transport at `/sse` + `/message`, and the Origin/Host guard in front of all of them,
+//! then authentication (`authn.rs`); `/healthz`, `/readyz` and `/metrics` for operators beside them
+//! (or on their own listener), and the OAuth protected resource metadata.
 
+pub mod authn;
+pub mod drain;
 pub mod guard;
 pub mod legacy_sessions;
+pub mod metering;
 pub mod modern;
 pub mod operator;
 pub mod reply;
@@ -44,6 +48,8 @@ pub struct BoundServer {
     local: SocketAddr,
     state: Arc<AppState>,
     task: tokio::task::JoinHandle<()>,
+    /// The operators' listener (`admin_listen`), when there is one.
+    admin: Option<SocketAddr>,
 }
 
 impl Server {
@@ -73,6 +79,10 @@ impl Server {
             settings,
         });
         let app = router(Arc::clone(&state));
+        let admin = operator::serve_admin(&state).await?;
+        tokio::spawn(legacy_sessions::expire_idle_sessions(Arc::downgrade(
+            &state,
+        )));
         let stop = state.stop.clone();
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, app)
@@ -83,7 +93,12 @@ impl Server {
             }
         });
         tracing::info!(addr = %local, "Manifold listens for MCP clients at http://{local}/mcp");
-        Ok(BoundServer { local, state, task })
+        Ok(BoundServer {
+            local,
+            state,
+            task,
+            admin,
+        })
     }
 }
 
@@ -94,12 +109,27 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/message", post(sse_transport::message))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
+            authn::require,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
             guard::origin_and_host,
         ))
         // Probes come from orchestrators under any name: added after the guard, outside it.
         .route("/healthz", get(operator::healthz))
         .route("/readyz", get(operator::readyz))
+        .merge(authn::metadata_routes())
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            drain::refuse_new_work,
+        ))
+        // Scrapes go on while draining: added after the drain layer, outside it.
+        .merge(operator::metrics_route(&state))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            metering::meter,
+        ))
         .with_state(state)
 }
 
@@ -107,6 +137,21 @@ impl BoundServer {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The address of the operators' listener (`/metrics`, `/healthz`, `/readyz`), if any.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// Begins a graceful shutdown (see `drain.rs`): new requests are refused with 503 from now
+    /// on, calls in flight get up to `deadline` to finish, the rest are cancelled with an error
+    /// naming the shutdown. Call [`BoundServer::shutdown`] after it.
+    pub async fn drain(
+        &self,
+        deadline: std::time::Duration,
+    ) -> manifold_gateway::drain::DrainReport {
+        drain::run(&self.state, deadline).await
     }
 
     /// Stops accepting, ends every stream (listen streams with their closing result), cancels

@@ -15,7 +15,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use base64::Engine as _;
 use manifold_gateway::RequestContext;
-use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, meta};
+use manifold_telemetry::RequestOutcome;
+use manifold_wire::{Era, ErrorCode, ErrorObject, Id, Kind, Message, meta};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -260,6 +261,7 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
         return reply::accepted();
     };
     if method == meta::method::DISCOVER {
+        super::metering::count_request(state, method, Era::Modern, RequestOutcome::Ok);
         return reply::json(
             StatusCode::OK,
             Message::result(&request_id, &state.gateway.discover_result())
@@ -269,7 +271,11 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
     }
     let accepts = accepts(headers);
     if method == meta::method::SUBSCRIPTIONS_LISTEN {
-        return listen(state, &accepts, &message, &request_id);
+        let r = listen(state, &accepts, &message, &request_id);
+        if r.status().is_success() {
+            super::metering::count_request(state, method, Era::Modern, RequestOutcome::Ok);
+        }
+        return r;
     }
     if !MODERN_METHODS.contains(&method) {
         return reply::error(
@@ -302,8 +308,8 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
             log_level: meta.log_level,
         }),
         session: None,
-        caller: None,
-        trace: None,
+        caller: super::authn::current_caller(),
+        trace: super::metering::http_trace(),
     };
     {
         let gateway = state.gateway.clone();

@@ -1,18 +1,27 @@
 //! Endpoints for operators and orchestrators, beside the MCP endpoint: `/healthz` (the process
-//! answers) and `/readyz` (every upstream is up, or lazy and not needed yet).
+//! answers), `/readyz` (every upstream is up, or lazy and not needed yet) and `/metrics`
+//! (Prometheus). With `admin_listen` they are also served on a listener of their own, and
+//! `/metrics` only there.
 //!
 //! They sit outside the Origin/Host guard because probes come from the orchestrator, addressed by
-//! whatever name or IP it uses, and they reveal only upstream names and states.
+//! whatever name or IP it uses, and they reveal only upstream names and states (and, in metrics,
+//! tool names and counts: never arguments, session ids or secrets).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use manifold_gateway::Status;
+use manifold_telemetry::{SessionCount, Snapshot, UpstreamSnapshot, UpstreamState};
+use manifold_wire::Revision;
 use serde_json::json;
 
 use super::AppState;
+use crate::error::ServerError;
 
 /// `/healthz`: the process is alive and serving HTTP.
 pub(crate) async fn healthz() -> Response {
@@ -62,4 +71,115 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+/// What the gateway and the server hold now, for the gauges a scrape reports.
+fn snapshot(state: &AppState) -> Snapshot {
+    let upstreams = state
+        .gateway
+        .upstreams()
+        .iter()
+        .map(|u| UpstreamSnapshot {
+            name: u.def.name.clone(),
+            state: match u.status() {
+                Status::Idle => UpstreamState::Idle,
+                Status::Starting => UpstreamState::Starting,
+                Status::Up => UpstreamState::Up,
+                Status::CrashLoop { .. } => UpstreamState::CrashLoop,
+                _ => UpstreamState::Down,
+            },
+            restarts: u.restarts(),
+            up_for: u.uptime(),
+        })
+        .collect();
+    let mut counts: Vec<SessionCount> = Vec::new();
+    let mut add = |transport: &'static str, revision: Revision| match counts
+        .iter_mut()
+        .find(|c| c.transport == transport && c.revision == revision)
+    {
+        Some(c) => c.count += 1,
+        None => counts.push(SessionCount {
+            transport,
+            revision,
+            count: 1,
+        }),
+    };
+    for revision in state.sessions.revisions() {
+        add("streamable_http", revision);
+    }
+    for revision in state.sse_sessions.revisions() {
+        add("sse", revision);
+    }
+    Snapshot {
+        upstreams,
+        sessions: counts,
+    }
+}
+
+/// `/metrics`: every Manifold metric, in the OpenMetrics text format Prometheus scrapes.
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let body = state
+        .gateway
+        .settings()
+        .telemetry
+        .metrics
+        .encode(&snapshot(&state));
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            manifold_telemetry::metrics::CONTENT_TYPE,
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// `/metrics` for the MCP listener: there unless metrics are off or served on `admin_listen`.
+pub(crate) fn metrics_route(state: &AppState) -> Router<Arc<AppState>> {
+    let here = state.settings.metrics_endpoint && state.settings.admin_listen.is_none();
+    if here {
+        Router::new().route("/metrics", get(metrics))
+    } else {
+        Router::new()
+    }
+}
+
+/// Binds `admin_listen` (when set) and serves the operator endpoints there until the server
+/// stops. Returns the bound address.
+pub(crate) async fn serve_admin(state: &Arc<AppState>) -> Result<Option<SocketAddr>, ServerError> {
+    let Some(addr) = state.settings.admin_listen else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let probes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        // The drain turns /readyz to 503 here as on the MCP listener.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(state),
+            super::drain::refuse_new_work,
+        ));
+    let app = if state.settings.metrics_endpoint {
+        probes.route("/metrics", get(metrics))
+    } else {
+        probes
+    }
+    .with_state(Arc::clone(state));
+    let stop = state.stop.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the operators' HTTP listener stopped with an error");
+        }
+    });
+    tracing::info!(addr = %local, "operator endpoints (/metrics, /healthz, /readyz) at http://{local}");
+    Ok(Some(local))
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::reply;
 use super::streamable::read_message;
-use crate::session::{ClientSession, Outlet, negotiate, run_session_call};
+use crate::session::{ClientSession, Outlet, negotiate, run_session_call_as};
 use crate::session_key::{hex, random_bytes};
 use crate::stream_log::{ReaderOptions, StreamLog};
 
@@ -31,6 +31,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// One HTTP+SSE session.
 pub(crate) struct SseSession {
     core: Arc<ClientSession>,
+    /// Digest of the identity that opened the stream; only it may post to the session.
+    owner: Option<String>,
     initialized: Mutex<bool>,
     log: Arc<StreamLog>,
     ended: CancellationToken,
@@ -43,6 +45,14 @@ pub(crate) struct SseSessions {
 }
 
 impl SseSessions {
+    /// The revision of every open session (for the sessions gauge at scrape time).
+    pub fn revisions(&self) -> Vec<Revision> {
+        lock(&self.open)
+            .values()
+            .map(|s| s.core.view().revision)
+            .collect()
+    }
+
     pub fn end_all(&self) {
         for (_, s) in lock(&self.open).drain() {
             s.end();
@@ -96,6 +106,7 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>) -> Response {
             format!("mf-sse-{}", id.get(..8).unwrap_or_default()),
             limits.max_in_flight,
         )),
+        owner: super::authn::current_binding(),
         initialized: Mutex::new(false),
         log: Arc::clone(&log),
         ended: state.stop.child_token(),
@@ -130,11 +141,16 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>) -> Response {
         preamble: vec![endpoint],
         stop: ended,
         on_detach: Some(Box::new(move |_| {
-            // The stream is the session: closing it ends the session.
+            // The stream is the session: closing it ends the session, and its own server
+            // processes (scope = "session") with it.
             if let Some(state) = weak_state.upgrade()
                 && let Some(s) = lock(&state.sse_sessions.open).remove(&id)
             {
                 s.end();
+                let gateway = state.gateway.clone();
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { gateway.end_session(&id).await });
+                }
             }
         })),
     };
@@ -176,7 +192,10 @@ pub(crate) async fn message(
             "Bad Request: the sessionId query parameter is missing",
         );
     };
-    let Some(session) = lock(&state.sse_sessions.open).get(id).cloned() else {
+    // Another identity's session is answered as unknown: nothing tells it the session exists.
+    let owner = super::authn::current_binding();
+    let found = lock(&state.sse_sessions.open).get(id).cloned();
+    let Some(session) = found.filter(|s| s.owner == owner) else {
         return reply::error(
             StatusCode::NOT_FOUND,
             None,
@@ -208,6 +227,16 @@ fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message) {
             }
             Err(e) => Message::error(Some(id), &e),
         };
+        let outcome = match answer.kind() {
+            manifold_wire::Kind::Result => manifold_telemetry::RequestOutcome::Ok,
+            _ => manifold_telemetry::RequestOutcome::Error,
+        };
+        super::metering::count_request(
+            state,
+            meta::method::INITIALIZE,
+            manifold_wire::Era::Legacy,
+            outcome,
+        );
         session.log.push(answer.as_str());
         return;
     }
@@ -228,13 +257,14 @@ fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message) {
     };
     let gateway = state.gateway.clone();
     let session = Arc::clone(session);
-    tokio::spawn(async move {
+    let caller = super::authn::current_caller();
+    tokio::spawn(super::metering::carrying_http_trace(async move {
         let outlet = Arc::new(StreamOutlet(Arc::clone(&session.log)));
         if let Some(response) =
-            run_session_call(&gateway, &session.core, outlet, &message, &token).await
+            run_session_call_as(&gateway, &session.core, outlet, &message, &token, caller).await
         {
             session.log.push(response.as_str());
         }
         session.core.end(&id);
-    });
+    }));
 }

@@ -28,7 +28,7 @@ use super::reply;
 use crate::accept::Accepts;
 use crate::modern_meta::looks_modern;
 use crate::sealed::{self, SessionState};
-use crate::session::{Outlet, negotiate, run_session_call};
+use crate::session::{Outlet, negotiate, run_session_call_as};
 use crate::stream_log::{ReaderOptions, Start, StreamLog};
 
 pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -101,7 +101,7 @@ pub(crate) async fn deliver(
     log.wait_for_output().await;
     guard.0 = None;
     if let Some(data) = log.sole_event_if_finished() {
-        return reply::json(json_status(&data), data.to_string());
+        return super::metering::answered(reply::json(json_status(&data), data.to_string()));
     }
     if log.finished_at().is_some() && log.appended() == 0 {
         return reply::error(
@@ -217,7 +217,7 @@ fn legacy_version_header(headers: &HeaderMap, id: Option<&Id>) -> Result<(), Box
     }
 }
 
-fn session_gone(id: Option<&Id>) -> Response {
+pub(crate) fn session_gone(id: Option<&Id>) -> Response {
     reply::error(
         StatusCode::NOT_FOUND,
         id,
@@ -284,6 +284,7 @@ fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> 
         capabilities: view.capabilities.clone(),
         info: view.info.clone(),
         created: sealed::now_secs(),
+        owner: super::authn::current_binding(),
     };
     let sid = match sealed::seal(&state.settings.session_key, &sealed_state) {
         Ok(s) => s,
@@ -321,6 +322,12 @@ fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> 
     };
     let response = Message::result(request_id, &state.gateway.initialize_result(revision));
     tracing::info!(revision = %revision, "a legacy client started a session");
+    super::metering::count_request(
+        state,
+        meta::method::INITIALIZE,
+        manifold_wire::Era::Legacy,
+        manifold_telemetry::RequestOutcome::Ok,
+    );
     let mut r = if accepts.wants_sse() || !accepts.json_ok() {
         let log = session.new_stream();
         log.push_final(response.as_str());
@@ -397,6 +404,7 @@ async fn legacy_call(
     let mode = reply_mode(&accepts, &message);
     let log = session.new_stream();
     log.set_abandon(token.clone());
+    let caller = super::authn::current_caller();
     let outlet = Arc::new(PostOutlet {
         log: Arc::clone(&log),
         session: Arc::downgrade(&session),
@@ -408,13 +416,13 @@ async fn legacy_call(
         let log = Arc::clone(&log);
         let token = token.clone();
         let id = id.clone();
-        tokio::spawn(async move {
-            match run_session_call(&gateway, &core, outlet, &message, &token).await {
+        tokio::spawn(super::metering::carrying_http_trace(async move {
+            match run_session_call_as(&gateway, &core, outlet, &message, &token, caller).await {
                 Some(response) => log.push_final(response.as_str()),
                 None => log.finish(),
             }
             core.end(&id);
-        });
+        }));
     }
     deliver(
         &log,

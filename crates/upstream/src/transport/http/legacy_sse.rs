@@ -15,8 +15,9 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::task::AbortHandle;
 use url::Url;
 
-use super::client::{excerpt, media_type, read_error_body, send_failure};
+use super::client::{excerpt, media_type, read_error_body};
 use super::sse_stream::{SseItem, SseReader};
+use crate::auth::RequestAuthorizer;
 use crate::connection::lock;
 use crate::error::UpstreamError;
 use crate::transport::{Inbound, InboundTx, Transport};
@@ -41,6 +42,8 @@ struct Shared {
     closed: AtomicBool,
     /// Requests posted and not yet answered, to attribute a lost (oversized) reply.
     outstanding: Mutex<HashSet<Id>>,
+    /// Adds credentials to every request and answers the server's challenges.
+    auth: RequestAuthorizer,
 }
 
 /// Opens the SSE stream, waits for the `endpoint` event and starts reading.
@@ -50,15 +53,32 @@ pub async fn open(
     sse_url: Url,
     inbound: InboundTx,
 ) -> Result<LegacySseTransport, UpstreamError> {
-    let response = client
-        .get(sse_url.clone())
-        .header(ACCEPT, "text/event-stream")
-        .send()
+    open_with_auth(
+        server,
+        client,
+        sse_url,
+        inbound,
+        RequestAuthorizer::default(),
+    )
+    .await
+}
+
+/// Like [`open`], sending every request through `auth`.
+pub async fn open_with_auth(
+    server: &str,
+    client: reqwest::Client,
+    sse_url: Url,
+    inbound: InboundTx,
+    auth: RequestAuthorizer,
+) -> Result<LegacySseTransport, UpstreamError> {
+    let response = auth
+        .send(|| {
+            client
+                .get(sse_url.clone())
+                .header(ACCEPT, "text/event-stream")
+        })
         .await
-        .map_err(|e| UpstreamError::Connect {
-            server: server.to_owned(),
-            reason: format!("GET {sse_url}: {}", send_failure(&e)),
-        })?;
+        .map_err(|e| e.into_upstream(server, &format!("GET {sse_url}")))?;
     let status = response.status();
     if !status.is_success() {
         let body = read_error_body(response).await;
@@ -137,6 +157,7 @@ pub async fn open(
         inbound,
         closed: AtomicBool::new(false),
         outstanding: Mutex::new(HashSet::new()),
+        auth,
     });
     let task = tokio::spawn(read_stream(Arc::clone(&shared), reader, early));
     Ok(LegacySseTransport {
@@ -222,12 +243,13 @@ impl Shared {
 
     async fn post(&self, message: &Message) -> Result<(), UpstreamError> {
         let method = message.method().unwrap_or("a response");
-        let request = self
-            .client
-            .post(self.endpoint.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(message.as_str().to_owned())
-            .send();
+        let request = self.auth.send(|| {
+            self.client
+                .post(self.endpoint.clone())
+                .headers(super::trace_headers::from_meta(message))
+                .header(CONTENT_TYPE, "application/json")
+                .body(message.as_str().to_owned())
+        });
         let response = tokio::time::timeout(POST_TIMEOUT, request)
             .await
             .map_err(|_| UpstreamError::Timeout {
@@ -235,9 +257,8 @@ impl Shared {
                 method: method.to_owned(),
                 after: POST_TIMEOUT,
             })?
-            .map_err(|e| UpstreamError::Connect {
-                server: self.server.clone(),
-                reason: format!("POST {} ({method}): {}", self.endpoint, send_failure(&e)),
+            .map_err(|e| {
+                e.into_upstream(&self.server, &format!("POST {} ({method})", self.endpoint))
             })?;
         let status = response.status();
         if !status.is_success() {

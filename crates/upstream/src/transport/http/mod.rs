@@ -10,12 +10,14 @@ pub mod headers;
 pub mod legacy_sse;
 pub mod sse_stream;
 pub mod streamable;
+pub mod trace_headers;
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use url::Url;
 
+use crate::auth::RequestAuthorizer;
 use crate::connect::{ConnectOptions, HttpSpec, HttpTransportChoice};
 use crate::connection::Connection;
 use crate::error::UpstreamError;
@@ -33,15 +35,17 @@ pub async fn connect(
 ) -> Result<(Connection, PeerInfo), UpstreamError> {
     let url = client::check_url(&spec.url, spec.allow_insecure_http)?;
     let http = client::build_client(spec, &options.server)?;
+    let auth = RequestAuthorizer::for_spec(spec, &url, &options.server)?;
+    auth.prepare(&http).await?;
     match spec.transport {
-        HttpTransportChoice::Sse => connect_legacy_sse(http, url, options).await,
-        HttpTransportChoice::StreamableHttp => connect_streamable(http, url, options).await,
+        HttpTransportChoice::Sse => connect_legacy_sse(http, url, auth, options).await,
+        HttpTransportChoice::StreamableHttp => connect_streamable(http, url, auth, options).await,
         HttpTransportChoice::Auto => {
-            let first = connect_streamable(http.clone(), url.clone(), options).await;
+            let first = connect_streamable(http.clone(), url.clone(), auth.clone(), options).await;
             match first {
                 Err(e) if options.era != EraChoice::Modern && means_old_transport(&e) => {
                     tracing::debug!(server = %options.server, error = %e, "Streamable HTTP refused; trying the HTTP+SSE transport");
-                    connect_legacy_sse(http, url, options)
+                    connect_legacy_sse(http, url, auth, options)
                         .await
                         .map_err(|sse| UpstreamError::Connect {
                             server: options.server.clone(),
@@ -92,16 +96,24 @@ async fn start_and_negotiate(
 async fn connect_streamable(
     http: reqwest::Client,
     url: Url,
+    auth: RequestAuthorizer,
     options: &ConnectOptions,
 ) -> Result<(Connection, PeerInfo), UpstreamError> {
     let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
-    let transport = Arc::new(StreamableHttpTransport::new(&options.server, http, url, tx));
+    let transport = Arc::new(StreamableHttpTransport::with_auth(
+        &options.server,
+        http,
+        url,
+        tx,
+        auth,
+    ));
     start_and_negotiate(transport, rx, options.era, options).await
 }
 
 async fn connect_legacy_sse(
     http: reqwest::Client,
     url: Url,
+    auth: RequestAuthorizer,
     options: &ConnectOptions,
 ) -> Result<(Connection, PeerInfo), UpstreamError> {
     if options.era == EraChoice::Modern {
@@ -111,6 +123,6 @@ async fn connect_legacy_sse(
         });
     }
     let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
-    let transport = legacy_sse::open(&options.server, http, url, tx).await?;
+    let transport = legacy_sse::open_with_auth(&options.server, http, url, tx, auth).await?;
     start_and_negotiate(Arc::new(transport), rx, EraChoice::Legacy, options).await
 }

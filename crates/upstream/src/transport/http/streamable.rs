@@ -7,6 +7,10 @@
 //! survives the server forgetting the session by a transparent re-initialization. The era is read
 //! from each message, so the `server/discover` probe and a legacy `initialize` can share one
 //! transport.
+//!
+//! A legacy reply stream belongs to the session it was opened in: it is resumed only there, and a
+//! request never goes out while a new session is being started, since it would carry the old
+//! session (or none) and be refused for that rather than for anything it asked.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,11 +26,11 @@ use tokio::task::AbortHandle;
 use url::Url;
 
 use super::client::{
-    BodyError, MAX_JSON_BODY, describe_error, excerpt, media_type, read_body_limited,
-    read_error_body, send_failure,
+    BodyError, MAX_JSON_BODY, excerpt, media_type, read_body_limited, read_error_body,
 };
 use super::headers::{ToolHeaders, modern_headers};
 use super::sse_stream::{SseEnd, SseItem, SseReader};
+use crate::auth::RequestAuthorizer;
 use crate::connection::lock;
 use crate::error::UpstreamError;
 use crate::transport::{Inbound, InboundTx, RejectedTool, Transport};
@@ -60,15 +64,22 @@ struct Shared {
     closed: AtomicBool,
     /// Serialises re-initialization, so concurrent 404s start one new session, not several.
     reinit: tokio::sync::Mutex<()>,
+    /// Wakes the requests that waited for a session renewal to end.
+    renewed: tokio::sync::Notify,
     reinit_count: AtomicU64,
+    /// Adds credentials to every request and answers the server's challenges.
+    auth: RequestAuthorizer,
 }
 
 #[derive(Default)]
 struct State {
     /// The revision negotiation settled on.
     revision: Option<Revision>,
-    /// The legacy session, from the `initialize` response.
+    /// The legacy session, from the `initialize` response. Kept while a renewal runs, so that a
+    /// failed renewal leaves the old one for the next request to find expired and renew again.
     session: Option<String>,
+    /// A new session is being started; ordinary legacy requests wait until it is done.
+    renewing: bool,
     /// The legacy `initialize` request, replayed when the session expires.
     initialize: Option<Message>,
     /// Requests whose POST (and reply stream) is in flight, and whether each is modern.
@@ -106,6 +117,23 @@ impl StreamableHttpTransport {
         url: Url,
         inbound: InboundTx,
     ) -> StreamableHttpTransport {
+        StreamableHttpTransport::with_auth(
+            server,
+            client,
+            url,
+            inbound,
+            RequestAuthorizer::default(),
+        )
+    }
+
+    /// Like [`StreamableHttpTransport::new`], sending every request through `auth`.
+    pub fn with_auth(
+        server: &str,
+        client: reqwest::Client,
+        url: Url,
+        inbound: InboundTx,
+        auth: RequestAuthorizer,
+    ) -> StreamableHttpTransport {
         StreamableHttpTransport {
             shared: Arc::new(Shared {
                 server: server.to_owned(),
@@ -116,7 +144,9 @@ impl StreamableHttpTransport {
                 tools: Mutex::new(ToolHeaders::default()),
                 closed: AtomicBool::new(false),
                 reinit: tokio::sync::Mutex::new(()),
+                renewed: tokio::sync::Notify::new(),
                 reinit_count: AtomicU64::new(0),
+                auth,
             }),
         }
     }
@@ -155,50 +185,62 @@ impl Shared {
 
     /// The legacy headers of a request: the session (unless this starts one) and the revision.
     fn legacy_headers(&self, starts_session: bool) -> (HeaderMap, Option<String>) {
-        let st = lock(&self.state);
-        let mut headers = HeaderMap::new();
-        if let Some(rev) = st.revision.filter(|r| r.has_version_header())
-            && !starts_session
-            && let Ok(v) = HeaderValue::from_str(rev.as_str())
-        {
-            headers.insert(meta::header::PROTOCOL_VERSION, v);
-        }
-        let session = if starts_session {
-            None
-        } else {
-            st.session.clone()
-        };
-        if let Some(s) = &session
-            && let Ok(v) = HeaderValue::from_str(s)
-        {
-            headers.insert(meta::header::SESSION_ID, v);
-        }
-        (headers, session)
+        legacy_headers_of(&lock(&self.state), starts_session)
     }
 
-    /// POSTs one message. Returns the reply and the session id the request carried.
+    /// The legacy headers of a request once no session renewal is under way. The wait is bounded
+    /// by the renewal (which ends with its own request, at the latest at that request's deadline)
+    /// and by the waiting request's own deadline, which aborts its task.
+    async fn legacy_headers_after_renewal(&self) -> (HeaderMap, Option<String>) {
+        loop {
+            let mut renewed = std::pin::pin!(self.renewed.notified());
+            // Registered before the flag is read, so a renewal ending in between still wakes us.
+            renewed.as_mut().enable();
+            {
+                let st = lock(&self.state);
+                if !st.renewing {
+                    return legacy_headers_of(&st, false);
+                }
+            }
+            renewed.await;
+        }
+    }
+
+    /// POSTs one message, a legacy one after any session renewal under way. Returns the reply
+    /// and the session id the request carried.
     async fn post(&self, message: &Message) -> Result<(Reply, Option<String>), UpstreamError> {
+        self.post_with(message, true).await
+    }
+
+    /// POSTs one message; `after_renewal` is false only for the renewal's own messages.
+    async fn post_with(
+        &self,
+        message: &Message,
+        after_renewal: bool,
+    ) -> Result<(Reply, Option<String>), UpstreamError> {
         let method = message.method().unwrap_or("a response");
-        let (headers, session) = match self.era_of(message) {
+        let (mut headers, session) = match self.era_of(message) {
             MessageEra::Modern(revision) => {
                 let headers = modern_headers(message, &revision, &lock(&self.tools));
                 (headers, None)
             }
-            MessageEra::Legacy => self.legacy_headers(method == meta::method::INITIALIZE),
+            MessageEra::Legacy if method == meta::method::INITIALIZE => self.legacy_headers(true),
+            MessageEra::Legacy if after_renewal => self.legacy_headers_after_renewal().await,
+            MessageEra::Legacy => self.legacy_headers(false),
         };
+        super::trace_headers::copy_from_meta(message, &mut headers);
         let response = self
-            .client
-            .post(self.url.clone())
-            .headers(headers)
-            .header(ACCEPT, ACCEPT_BOTH)
-            .header(CONTENT_TYPE, "application/json")
-            .body(message.as_str().to_owned())
-            .send()
+            .auth
+            .send(|| {
+                self.client
+                    .post(self.url.clone())
+                    .headers(headers.clone())
+                    .header(ACCEPT, ACCEPT_BOTH)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(message.as_str().to_owned())
+            })
             .await
-            .map_err(|e| UpstreamError::Connect {
-                server: self.server.clone(),
-                reason: format!("POST {} ({method}): {}", self.url, send_failure(&e)),
-            })?;
+            .map_err(|e| e.into_upstream(&self.server, &format!("POST {} ({method})", self.url)))?;
         if method == meta::method::INITIALIZE && response.status().is_success() {
             self.remember_session(&response);
         }
@@ -238,6 +280,18 @@ impl Shared {
         }
     }
 
+    /// A legacy reply stream whose session is gone: the reply cannot be picked up anywhere else.
+    fn reply_lost(&self, method: &str) -> UpstreamError {
+        UpstreamError::Closed {
+            server: self.server.clone(),
+            cause: format!(
+                "the server restarted or ended the session while answering {method}; the reply \
+                 stream belonged to that session and cannot be resumed in another, so the call \
+                 was lost (whether it ran is unknown)"
+            ),
+        }
+    }
+
     /// Delivers one request and everything its reply carries. An `Err` settles the request.
     async fn run_request(self: &Arc<Self>, message: Message, id: Id) -> Result<(), UpstreamError> {
         let method = message.method().unwrap_or_default().to_owned();
@@ -273,13 +327,19 @@ impl Shared {
                 }
                 Reply::Json(response) => return self.json_reply(&method, &id, response).await,
                 Reply::Stream(response) => {
-                    return self.stream_reply(&method, &id, legacy, response).await;
+                    let session = session.as_deref();
+                    return self
+                        .stream_reply(&method, &id, legacy, session, response)
+                        .await;
                 }
             }
         }
     }
 
-    /// A non-success status: a JSON-RPC error body is the answer, anything else an HTTP error.
+    /// A non-success status. Only a JSON-RPC response to this very request is its answer; any
+    /// other body (an error about the session or the transport, with a null id, say) says why the
+    /// HTTP request failed, and passing it on as the call's answer would hide which server said
+    /// it and that the request never ran.
     async fn failed_reply(
         &self,
         method: &str,
@@ -287,24 +347,42 @@ impl Shared {
         status: u16,
         body: &[u8],
     ) -> Result<(), UpstreamError> {
-        if let Ok(reply) = Message::decode(body)
-            && reply.kind() == Kind::Error
-            && let Some(error) = reply.error_object()
+        let Ok(reply) = Message::decode(body) else {
+            return Err(self.http_error(method, status, body));
+        };
+        let error = reply.error_object();
+        let answer = if reply.is_response() && reply.id() == Some(id) {
+            Some(reply)
+        } else if reply.kind() == Kind::Error
+            && reply.id().is_none()
+            && is_negotiation(method)
+            && let Some(error) = &error
         {
-            // Servers often send such errors with a null or missing id; it answers this request.
-            let reply = if reply.id() == Some(id) {
-                reply
-            } else {
-                Message::error(Some(id.clone()), &error)
-            };
-            self.hand_up(Inbound::Message {
-                message: reply,
-                related: Some(id.clone()),
-            })
-            .await;
-            return Ok(());
+            // Negotiation reads the error code to choose the era (and the transport); servers
+            // often leave the id out of such errors. The answer goes to the negotiation only.
+            Some(Message::error(Some(id.clone()), error))
+        } else {
+            None
+        };
+        match answer {
+            Some(message) => {
+                self.hand_up(Inbound::Message {
+                    message,
+                    related: Some(id.clone()),
+                })
+                .await;
+                Ok(())
+            }
+            None => Err(match error {
+                Some(error) => UpstreamError::Http {
+                    server: self.server.clone(),
+                    method: method.to_owned(),
+                    status,
+                    body: error.to_string(),
+                },
+                None => self.http_error(method, status, body),
+            }),
         }
-        Err(self.http_error(method, status, body))
     }
 
     async fn json_reply(
@@ -351,12 +429,14 @@ impl Shared {
         }
     }
 
-    /// Reads a reply stream until this request's response, resuming a broken legacy stream.
+    /// Reads a reply stream until this request's response, resuming a broken legacy stream in
+    /// `session`, the session the request was sent in.
     async fn stream_reply(
         &self,
         method: &str,
         id: &Id,
         legacy: bool,
+        session: Option<&str>,
         response: reqwest::Response,
     ) -> Result<(), UpstreamError> {
         let mut reader = SseReader::new(response);
@@ -412,29 +492,77 @@ impl Shared {
             let Some(last) = cursor.clone().filter(|_| legacy) else {
                 return Err(self.stream_ended(method, &end, legacy));
             };
-            if attempts >= MAX_RESUME_ATTEMPTS {
-                return Err(self.protocol(format!(
-                    "its reply stream to {method} broke {MAX_RESUME_ATTEMPTS} times in a row without a message ({end}); gave up resuming it"
-                )));
+            let resumed = self.resume_reply(method, &last, session, &end, &mut attempts, retry);
+            reader = resumed.await?;
+        }
+    }
+
+    /// Picks a broken legacy reply stream up after `last`, in the session it belongs to, trying
+    /// until [`MAX_RESUME_ATTEMPTS`] (shared with the streams that ended without a message).
+    async fn resume_reply(
+        &self,
+        method: &str,
+        last: &str,
+        session: Option<&str>,
+        end: &SseEnd,
+        attempts: &mut u32,
+        retry: Option<Duration>,
+    ) -> Result<SseReader, UpstreamError> {
+        // Why the latest reconnection failed, when the server could not be reached at all: then
+        // it went away mid-call, which is what the caller must hear, not that streams broke.
+        let mut unreachable: Option<String> = None;
+        loop {
+            if !self.in_session(session) {
+                return Err(self.reply_lost(method));
             }
-            attempts += 1;
+            if *attempts >= MAX_RESUME_ATTEMPTS {
+                return Err(match unreachable {
+                    Some(reason) => UpstreamError::Connect {
+                        server: self.server.clone(),
+                        reason: format!(
+                            "the server closed the reply stream to {method} and refused reconnection: {reason}"
+                        ),
+                    },
+                    None => self.protocol(format!(
+                        "its reply stream to {method} broke {MAX_RESUME_ATTEMPTS} times in a row without a message ({end}); gave up resuming it"
+                    )),
+                });
+            }
+            *attempts += 1;
             tokio::time::sleep(retry.unwrap_or(DEFAULT_RETRY_DELAY).min(MAX_RETRY_DELAY)).await;
-            match self.resume(&last).await {
-                Ok(Some(response)) => reader = SseReader::new(response),
-                Ok(None) => {
-                    return Err(self.protocol(format!(
-                        "{end} before the response to {method} arrived, and the server does not allow resuming it (GET with Last-Event-ID answered 405)"
-                    )));
+            match self.resume(last, session).await {
+                Ok(Resumption::Stream(response)) => return Ok(SseReader::new(response)),
+                Ok(Resumption::NotAllowed) => {
+                    let why = format!(
+                        "before the response to {method} arrived, and the server does not allow resuming it (GET with Last-Event-ID answered 405)"
+                    );
+                    return Err(match end {
+                        SseEnd::Broken(_) => UpstreamError::Closed {
+                            server: self.server.clone(),
+                            cause: format!("{end} {why}"),
+                        },
+                        SseEnd::Eof => self.protocol(format!("{end} {why}")),
+                    });
                 }
+                Ok(Resumption::SessionLost) => return Err(self.reply_lost(method)),
                 Err(UpstreamError::Connect { reason, .. }) => {
                     tracing::debug!(server = %self.server, reason = %reason, "resuming a reply stream failed; will retry");
-                    reader = SseReader::empty();
+                    unreachable = Some(reason);
                 }
                 Err(e) => return Err(e),
             }
         }
     }
 
+    /// Whether `session` is still the live session, with no renewal replacing it.
+    fn in_session(&self, session: Option<&str>) -> bool {
+        let st = lock(&self.state);
+        !st.renewing && st.session.as_deref() == session
+    }
+
+    /// A reply stream that ended without the response and cannot be resumed. A stream that broke
+    /// lost its connection (the server or the network went away); one the server ended cleanly
+    /// was ended too early by the server.
     fn stream_ended(&self, method: &str, end: &SseEnd, legacy: bool) -> UpstreamError {
         let detail = if legacy {
             format!(
@@ -443,41 +571,58 @@ impl Shared {
         } else {
             format!("{end} before the response to {method} arrived")
         };
-        self.protocol(detail)
+        match end {
+            SseEnd::Broken(_) => UpstreamError::Closed {
+                server: self.server.clone(),
+                cause: detail,
+            },
+            SseEnd::Eof => self.protocol(detail),
+        }
     }
 
-    /// GET with `Last-Event-ID`: the legacy way to pick a broken stream up. `None` means 405.
+    /// GET with `Last-Event-ID` in `session`: the legacy way to pick a broken stream up. Event
+    /// ids mean something only in the session that issued them, so a stream is never resumed in
+    /// another: a new session (or one being started) means the reply is lost.
     async fn resume(
         &self,
         last_event_id: &str,
-    ) -> Result<Option<reqwest::Response>, UpstreamError> {
-        let (mut headers, _) = self.legacy_headers(false);
+        session: Option<&str>,
+    ) -> Result<Resumption, UpstreamError> {
+        let mut headers = {
+            let st = lock(&self.state);
+            if st.renewing || st.session.as_deref() != session {
+                return Ok(Resumption::SessionLost);
+            }
+            legacy_headers_of(&st, false).0
+        };
         if let Ok(v) = HeaderValue::from_str(last_event_id) {
             headers.insert(meta::header::LAST_EVENT_ID, v);
         }
         let response = self.get(headers).await?;
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
-            return Ok(None);
+            return Ok(Resumption::NotAllowed);
+        }
+        if status == StatusCode::NOT_FOUND && session.is_some() {
+            return Ok(Resumption::SessionLost);
         }
         if !status.is_success() {
             let body = read_error_body(response).await;
             return Err(self.http_error("GET (resuming a reply stream)", status.as_u16(), &body));
         }
-        Ok(Some(response))
+        Ok(Resumption::Stream(response))
     }
 
     async fn get(&self, headers: HeaderMap) -> Result<reqwest::Response, UpstreamError> {
-        self.client
-            .get(self.url.clone())
-            .headers(headers)
-            .header(ACCEPT, EVENT_STREAM)
-            .send()
-            .await
-            .map_err(|e| UpstreamError::Connect {
-                server: self.server.clone(),
-                reason: format!("GET {}: {}", self.url, send_failure(&e)),
+        self.auth
+            .send(|| {
+                self.client
+                    .get(self.url.clone())
+                    .headers(headers.clone())
+                    .header(ACCEPT, EVENT_STREAM)
             })
+            .await
+            .map_err(|e| e.into_upstream(&self.server, &format!("GET {}", self.url)))
     }
 
     /// Sends a notification or a response and waits until the server accepted it.
@@ -504,7 +649,9 @@ impl Shared {
     }
 
     /// Starts a new legacy session after the server forgot `expired`: the remembered
-    /// `initialize` again, `notifications/initialized`, and a new GET stream.
+    /// `initialize` again, `notifications/initialized`, and a new GET stream. Other requests wait
+    /// until it is done (or failed), then go out in the new session (or find the old one expired
+    /// and try again).
     async fn reinitialize(self: &Arc<Self>, expired: Option<&str>) -> Result<(), UpstreamError> {
         let _one_at_a_time = self.reinit.lock().await;
         let initialize = {
@@ -513,12 +660,14 @@ impl Shared {
                 // Another request already started a new session.
                 return Ok(());
             }
-            st.session = None;
+            st.renewing = true;
             if let Some(listener) = st.listener.take() {
                 listener.abort();
             }
             st.initialize.clone()
         };
+        // Ends the renewal however this returns, even when the request driving it is aborted.
+        let _renewal = RenewalUnderWay(self);
         let Some(initialize) = initialize else {
             return Err(self.protocol(
                 "it ended the session (HTTP 404) and no initialize request is known to start a new one".to_owned(),
@@ -528,16 +677,23 @@ impl Shared {
         tracing::info!(server = %self.server, "the server ended the session (HTTP 404); initializing a new one");
         let id = Id::from(format!("manifold-reinitialize-{n}").as_str());
         let initialize = initialize.with_id(&id);
-        let (reply, _) = self.post(&initialize).await?;
+        let (reply, _) = self.post_with(&initialize, false).await?;
         let response = match reply {
             Reply::Json(response) => {
-                let body = read_body_limited(response, MAX_JSON_BODY)
-                    .await
-                    .map_err(|_| {
-                        self.protocol(
-                            "its reply to the repeated initialize could not be read".to_owned(),
-                        )
-                    })?;
+                let body =
+                    read_body_limited(response, MAX_JSON_BODY)
+                        .await
+                        .map_err(|e| match e {
+                            BodyError::TooLarge { limit } => self.protocol(format!(
+                                "its reply to the repeated initialize is larger than {limit} bytes"
+                            )),
+                            BodyError::Read(why) => UpstreamError::Connect {
+                                server: self.server.clone(),
+                                reason: format!(
+                                    "reading its reply to the repeated initialize failed: {why}"
+                                ),
+                            },
+                        })?;
                 Message::decode(&body).ok()
             }
             Reply::Stream(response) => self.collect_response(response, &id).await,
@@ -561,7 +717,7 @@ impl Shared {
             }
         }
         let initialized = Message::notification(meta::method::INITIALIZED, None);
-        let (reply, _) = self.post(&initialized).await?;
+        let (reply, _) = self.post_with(&initialized, false).await?;
         if let Reply::Failed { status, body } = reply {
             return Err(self.http_error(meta::method::INITIALIZED, status, &body));
         }
@@ -706,7 +862,11 @@ impl Shared {
         if session.is_none() {
             return;
         }
-        let request = self.client.delete(self.url.clone()).headers(headers).send();
+        let request = self.auth.send(|| {
+            self.client
+                .delete(self.url.clone())
+                .headers(headers.clone())
+        });
         match tokio::time::timeout(CLOSE_TIMEOUT, request).await {
             Ok(Ok(response)) => {
                 let status = response.status();
@@ -715,13 +875,60 @@ impl Shared {
                 }
             }
             Ok(Err(e)) => {
-                tracing::debug!(server = %self.server, error = %describe_error(&e), "could not end the session");
+                let e = e.into_upstream(&self.server, "DELETE");
+                tracing::debug!(server = %self.server, error = %e, "could not end the session");
             }
             Err(_) => {
                 tracing::debug!(server = %self.server, "ending the session timed out");
             }
         }
     }
+}
+
+/// Marks a session renewal under way until dropped, then wakes the requests waiting for it.
+struct RenewalUnderWay<'a>(&'a Shared);
+
+impl Drop for RenewalUnderWay<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).renewing = false;
+        self.0.renewed.notify_waiters();
+    }
+}
+
+/// How a GET resuming a reply stream went.
+enum Resumption {
+    Stream(reqwest::Response),
+    /// 405: the server does not resume streams.
+    NotAllowed,
+    /// The stream's session is gone (replaced, being replaced, or unknown to the server).
+    SessionLost,
+}
+
+/// The legacy headers of a request: the session (unless this starts one) and the revision.
+fn legacy_headers_of(st: &State, starts_session: bool) -> (HeaderMap, Option<String>) {
+    let mut headers = HeaderMap::new();
+    if let Some(rev) = st.revision.filter(|r| r.has_version_header())
+        && !starts_session
+        && let Ok(v) = HeaderValue::from_str(rev.as_str())
+    {
+        headers.insert(meta::header::PROTOCOL_VERSION, v);
+    }
+    let session = if starts_session {
+        None
+    } else {
+        st.session.clone()
+    };
+    if let Some(s) = &session
+        && let Ok(v) = HeaderValue::from_str(s)
+    {
+        headers.insert(meta::header::SESSION_ID, v);
+    }
+    (headers, session)
+}
+
+/// Whether `method` negotiates the era, whose error answers the negotiation reads itself.
+fn is_negotiation(method: &str) -> bool {
+    method == meta::method::INITIALIZE || method == meta::method::DISCOVER
 }
 
 /// Whether an error body says "unknown method": a 404 that is not about the session.
@@ -784,7 +991,8 @@ impl Transport for StreamableHttpTransport {
             let me = Arc::clone(shared);
             let task_id = id.clone();
             let (registered_tx, registered_rx) = oneshot::channel::<()>();
-            let task = tokio::spawn(async move {
+            // The caller's token (for passthrough servers) goes with the request to its task.
+            let task = tokio::spawn(crate::auth::passthrough::carry(async move {
                 // Waiting for registration keeps the task's own removal from coming first.
                 let _ = registered_rx.await;
                 let outcome = me.run_request(message, task_id.clone()).await;
@@ -793,7 +1001,7 @@ impl Transport for StreamableHttpTransport {
                     me.hand_up(Inbound::RequestFailed { id: task_id, error })
                         .await;
                 }
-            });
+            }));
             lock(&shared.state)
                 .streams
                 .insert(id, (task.abort_handle(), modern));

@@ -1,0 +1,24 @@
+//! manifold-auth: who may use the gateway's HTTP endpoint, and how they prove it.
+//!
+//! [`Authenticator`] reads a request's bearer credential ([`bearer`]) and checks it against
+//! Manifold's own API keys ([`ApiKeyStore`]) or as an OAuth 2.1 access token from the configured
+//! issuer ([`JwtValidator`], with the issuer's keys in a [`jwks::JwksCache`]). The result is an
+//! [`Identity`] or a typed [`AuthError`] that [`Authenticator::challenge`] turns into the status
+//! and `WWW-Authenticate` header to answer with. [`ProtectedResourceMetadata`] is the RFC 9728
+//! document that tells OAuth clients where to get tokens. No HTTP server code lives here.
+
+pub mod api_keys;
+pub mod authenticator;
+pub mod bearer;
+pub mod error;
+pub mod identity;
+pub mod jwks;
+pub mod jwt;
+pub mod metadata;
+
+pub use api_keys::{API_KEYS_FILE, ApiKeyStore, KeyRecord, NewKey};
+pub use authenticator::{Authenticator, Challenge};
+pub use error::{AuthError, KeyStoreError, SetupError, TokenProblem};
+pub use identity::{Credential, Identity};
+pub use jwt::{JwtSettings, JwtValidator};
+pub use metadata::{ProtectedResourceMetadata, WELL_KNOWN_PREFIX};

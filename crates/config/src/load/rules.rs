@@ -1,0 +1,745 @@
+//! Reads `[[rules]]` (who may see and call which tools, resources and prompts) and
+//! `[rate_limits]` (how often). Every problem is reported at its place in the file: a server no
+//! section configures, a pattern that is not a glob, a rule without an effect, a rate that is
+//! not "N per period".
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use globset::GlobBuilder;
+use toml::de::{DeTable, DeValue};
+
+use super::reader::{Item, Reader, Show, Text, key_path};
+use crate::access::{AccessRule, RateLimit, RateLimits, RuleEffect, ToolRateLimit};
+use crate::did_you_mean::closest;
+use crate::duration::{DurationError, MAX_DURATION, parse_duration};
+use crate::server::ServerConfig;
+
+pub(crate) const RULE_KEYS: &[&str] = &[
+    "name",
+    "effect",
+    "explain",
+    "identities",
+    "groups",
+    "scopes",
+    "anonymous",
+    "servers",
+    "tools",
+    "resources",
+    "prompts",
+];
+
+const RULE_HINTS: &[(&str, &str)] = &[
+    ("action", "write effect = \"allow\" or effect = \"deny\""),
+    (
+        "allow",
+        "write effect = \"allow\" and list what it covers in tools, resources, prompts",
+    ),
+    (
+        "deny",
+        "write effect = \"deny\" and list what it covers in tools, resources, prompts",
+    ),
+    ("users", "write identities = [\"NAME\", ...]"),
+    (
+        "subjects",
+        "write identities, groups, scopes or anonymous = true",
+    ),
+    ("identity", "write identities = [\"NAME\"]"),
+    (
+        "templates",
+        "resource templates are covered by resources = [\"PATTERN\"], matched against their uriTemplate",
+    ),
+    (
+        "resource_templates",
+        "resource templates are covered by resources = [\"PATTERN\"], matched against their uriTemplate",
+    ),
+];
+
+pub(crate) const RATE_LIMIT_KEYS: &[&str] = &["per_identity", "per_tool", "tools"];
+const TOOL_LIMIT_KEYS: &[&str] = &["match", "rate", "burst"];
+const LIMIT_KEYS: &[&str] = &["rate", "burst"];
+
+/// The largest count a rate or burst may name.
+pub const MAX_RATE_COUNT: u32 = 1_000_000;
+
+const PATTERN_FIX: &str = "patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *";
+const RATE_EXAMPLE: &str = "write e.g. \"60/minute\": a number of requests per second, minute, hour or day, or per a duration such as \"10s\"";
+
+/// Reads `[[rules]]` (absent: no rules, everyone sees everything).
+pub(crate) fn read_rules(
+    reader: &mut Reader<'_>,
+    section: Option<&Item<'_>>,
+    servers: &[ServerConfig],
+) -> Vec<AccessRule> {
+    let Some(item) = section else {
+        return Vec::new();
+    };
+    let DeValue::Array(elements) = item.get_ref() else {
+        reader.report(
+            &item.span(),
+            "rules",
+            None,
+            "must be an array of tables, one per rule",
+            "write each rule as its own [[rules]] section, in the order they are tried",
+        );
+        return Vec::new();
+    };
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut rules = Vec::with_capacity(elements.len());
+    for (index, element) in elements.iter().enumerate() {
+        if let Some(rule) = read_rule(reader, index, element, servers, &mut names) {
+            rules.push(rule);
+        }
+    }
+    rules
+}
+
+fn read_rule(
+    reader: &mut Reader<'_>,
+    index: usize,
+    item: &Item<'_>,
+    servers: &[ServerConfig],
+    names: &mut HashMap<String, usize>,
+) -> Option<AccessRule> {
+    let path = format!("rules[{index}]");
+    let before = reader.problem_count();
+    let table = reader.table(&path, item, "write each rule as a [[rules]] section")?;
+    reader.check_keys(&path, table, RULE_KEYS, RULE_HINTS);
+    let field = |k: &str| key_path(&path, k);
+
+    let name = table.get("name").and_then(|i| {
+        let f = field("name");
+        let text = reader.string(
+            &f,
+            i,
+            Show::Value,
+            "write e.g. name = \"no-push-for-interns\"",
+        )?;
+        if text.value.trim().is_empty() || text.value.chars().count() > 64 {
+            reader.report_text(
+                &f,
+                &text,
+                "must be 1 to 64 characters",
+                "write e.g. \"no-push-for-interns\"",
+            );
+            return None;
+        }
+        if let Some(first) = names.get(&text.value) {
+            reader.report_text(
+                &f,
+                &text,
+                format!("is also the name of rules[{first}]"),
+                "give each rule its own name: errors name the rule that refused a call",
+            );
+            return None;
+        }
+        names.insert(text.value.clone(), index);
+        Some(text.value)
+    });
+
+    let effect = match table.get("effect") {
+        Some(i) => reader.choice(
+            &field("effect"),
+            i,
+            &[("allow", RuleEffect::Allow), ("deny", RuleEffect::Deny)],
+        ),
+        None => {
+            reader.report(
+                &item.span(),
+                &path,
+                None,
+                "has no effect",
+                "write effect = \"allow\" or effect = \"deny\"",
+            );
+            None
+        }
+    };
+
+    let explain = table
+        .get("explain")
+        .and_then(|i| {
+            let explain = reader.boolean(&field("explain"), i)?;
+            if explain && effect == Some(RuleEffect::Allow) {
+                reader.report_value(
+                    &field("explain"),
+                    i,
+                    Show::Value,
+                    "only a deny rule can explain a refusal",
+                    "remove explain, or write effect = \"deny\"",
+                );
+                return None;
+            }
+            Some(explain)
+        })
+        .unwrap_or(false);
+
+    let mut subjects = |key: &str, example: &str| -> Vec<String> {
+        let Some(i) = table.get(key) else {
+            return Vec::new();
+        };
+        let texts = reader
+            .string_list(&field(key), i, Show::Value, example)
+            .unwrap_or_default();
+        non_empty(reader, texts, example)
+    };
+    let identities = subjects(
+        "identities",
+        "write e.g. identities = [\"alice\", \"ci-bot\"]",
+    );
+    let groups = subjects("groups", "write e.g. groups = [\"admins\"]");
+    let scopes = subjects("scopes", "write e.g. scopes = [\"tools:write\"]");
+
+    let anonymous = table
+        .get("anonymous")
+        .and_then(|i| reader.boolean(&field("anonymous"), i))
+        .unwrap_or(false);
+
+    let rule_servers = match table.get("servers") {
+        Some(i) => read_servers(reader, &field("servers"), i, servers),
+        None => Vec::new(),
+    };
+
+    let mut patterns = |key: &str, example: &str| -> Vec<String> {
+        table
+            .get(key)
+            .map(|i| read_patterns(reader, &field(key), i, example))
+            .unwrap_or_default()
+    };
+    let tools = patterns("tools", "write e.g. tools = [\"git__push*\"]");
+    let resources = patterns(
+        "resources",
+        "write e.g. resources = [\"fs+file:///secrets/*\"]",
+    );
+    let prompts = patterns("prompts", "write e.g. prompts = [\"admin__*\"]");
+
+    if reader.problem_count() > before {
+        return None;
+    }
+    Some(AccessRule {
+        index,
+        name,
+        effect: effect?,
+        explain,
+        identities,
+        groups,
+        scopes,
+        anonymous,
+        servers: rule_servers,
+        tools,
+        resources,
+        prompts,
+    })
+}
+
+/// The values of `texts`, reporting the empty ones.
+fn non_empty(reader: &mut Reader<'_>, texts: Vec<Text>, example: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(texts.len());
+    for text in texts {
+        if text.value.trim().is_empty() {
+            reader.report_text(&text.field.clone(), &text, "is empty", example);
+        } else {
+            out.push(text.value);
+        }
+    }
+    out
+}
+
+fn read_servers(
+    reader: &mut Reader<'_>,
+    field: &str,
+    item: &Item<'_>,
+    servers: &[ServerConfig],
+) -> Vec<String> {
+    let texts = reader
+        .string_list(field, item, Show::Value, "write e.g. servers = [\"git\"]")
+        .unwrap_or_default();
+    let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    let mut out = Vec::with_capacity(texts.len());
+    for text in texts {
+        if known.contains(&text.value.as_str()) {
+            out.push(text.value);
+            continue;
+        }
+        let fix = match closest(&text.value, &known) {
+            Some(near) if !text.interpolated => format!("did you mean {near:?}?"),
+            _ if known.is_empty() => "no [servers.NAME] section is configured".to_owned(),
+            _ => format!("the servers are {}", known.join(", ")),
+        };
+        reader.report_text(
+            &text.field.clone(),
+            &text,
+            "names no configured server",
+            fix,
+        );
+    }
+    out
+}
+
+/// Compiles a pattern the way the gateway will; the reason when it cannot.
+fn pattern_problem(pattern: &str) -> Option<String> {
+    if pattern.is_empty() {
+        return Some("an empty pattern matches nothing".to_owned());
+    }
+    GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .err()
+        .map(|e| e.kind().to_string())
+}
+
+fn read_patterns(
+    reader: &mut Reader<'_>,
+    field: &str,
+    item: &Item<'_>,
+    example: &str,
+) -> Vec<String> {
+    let texts = reader
+        .string_list(field, item, Show::Value, example)
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(texts.len());
+    for text in texts {
+        match pattern_problem(&text.value) {
+            None => out.push(text.value),
+            Some(reason) => {
+                let problem = format!("is not a valid pattern ({reason})");
+                reader.report_text(&text.field.clone(), &text, problem, PATTERN_FIX);
+            }
+        }
+    }
+    out
+}
+
+/// Reads `[rate_limits]` (absent: no limits).
+pub(crate) fn read_rate_limits(reader: &mut Reader<'_>, section: Option<&Item<'_>>) -> RateLimits {
+    let Some(item) = section else {
+        return RateLimits::default();
+    };
+    let empty = DeTable::new();
+    let table = reader
+        .table("rate_limits", item, "write a [rate_limits] section")
+        .unwrap_or(&empty);
+    reader.check_keys("rate_limits", table, RATE_LIMIT_KEYS, &[]);
+    let field = |k: &str| key_path("rate_limits", k);
+    let per_identity = table
+        .get("per_identity")
+        .and_then(|i| read_limit(reader, &field("per_identity"), i));
+    let per_tool = table
+        .get("per_tool")
+        .and_then(|i| read_limit(reader, &field("per_tool"), i));
+    let tools = table
+        .get("tools")
+        .map(|i| read_tool_limits(reader, &field("tools"), i))
+        .unwrap_or_default();
+    RateLimits {
+        per_identity,
+        per_tool,
+        tools,
+    }
+}
+
+/// A limit written as `"N/PERIOD"` or `{ rate = "N/PERIOD", burst = B }`.
+fn read_limit(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Option<RateLimit> {
+    if let DeValue::Table(table) = item.get_ref() {
+        reader.check_keys(field, table, LIMIT_KEYS, &[]);
+        return read_rate_and_burst(reader, field, item, table);
+    }
+    let text = reader.string(field, item, Show::Value, RATE_EXAMPLE)?;
+    let (count, period) = rate(reader, field, &text)?;
+    Some(RateLimit {
+        count,
+        period,
+        burst: count,
+    })
+}
+
+fn read_rate_and_burst(
+    reader: &mut Reader<'_>,
+    field: &str,
+    item: &Item<'_>,
+    table: &DeTable<'_>,
+) -> Option<RateLimit> {
+    let rate_field = key_path(field, "rate");
+    let counted = match table.get("rate") {
+        Some(i) => reader
+            .string(&rate_field, i, Show::Value, RATE_EXAMPLE)
+            .and_then(|text| rate(reader, &rate_field, &text)),
+        None => {
+            reader.report(
+                &item.span(),
+                field,
+                None,
+                "has no rate",
+                "write rate = \"60/minute\"",
+            );
+            None
+        }
+    };
+    // Read even when the rate is wrong, so that both problems are reported at once.
+    let burst = match table.get("burst") {
+        Some(i) => {
+            let burst_field = key_path(field, "burst");
+            let example = format!("write a number from 1 to {MAX_RATE_COUNT}, e.g. burst = 10");
+            let n = reader.integer(&burst_field, i, &example)?;
+            match u32::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_RATE_COUNT).contains(n))
+            {
+                Some(n) => Some(n),
+                None => {
+                    reader.report_value(
+                        &burst_field,
+                        i,
+                        Show::Value,
+                        format!("must be from 1 to {MAX_RATE_COUNT}"),
+                        example,
+                    );
+                    return None;
+                }
+            }
+        }
+        None => None,
+    };
+    let (count, period) = counted?;
+    Some(RateLimit {
+        count,
+        period,
+        burst: burst.unwrap_or(count),
+    })
+}
+
+fn read_tool_limits(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Vec<ToolRateLimit> {
+    let DeValue::Array(elements) = item.get_ref() else {
+        reader.report(
+            &item.span(),
+            field,
+            None,
+            "must be an array of tables",
+            "write [[rate_limits.tools]] sections with match = [\"PATTERN\"] and rate = \"N/PERIOD\"",
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(elements.len());
+    for (index, element) in elements.iter().enumerate() {
+        let path = format!("{field}[{index}]");
+        let Some(table) = reader.table(&path, element, "write a [[rate_limits.tools]] section")
+        else {
+            continue;
+        };
+        reader.check_keys(
+            &path,
+            table,
+            TOOL_LIMIT_KEYS,
+            &[("tools", "write match = [\"PATTERN\"]")],
+        );
+        let before = reader.problem_count();
+        let patterns = match table.get("match") {
+            Some(i) => read_patterns(
+                reader,
+                &key_path(&path, "match"),
+                i,
+                "write e.g. match = [\"git__push*\"]",
+            ),
+            None => {
+                reader.report(
+                    &element.span(),
+                    &path,
+                    None,
+                    "has no match",
+                    "write match = [\"PATTERN\"]: the exposed tool names this limit is for",
+                );
+                Vec::new()
+            }
+        };
+        let limit = read_rate_and_burst(reader, &path, element, table);
+        if reader.problem_count() > before {
+            continue;
+        }
+        if let Some(limit) = limit {
+            out.push(ToolRateLimit { patterns, limit });
+        }
+    }
+    out
+}
+
+/// Reads `"N/PERIOD"`, reporting what is wrong.
+fn rate(reader: &mut Reader<'_>, field: &str, text: &Text) -> Option<(u32, Duration)> {
+    match parse_rate(&text.value) {
+        Ok(rate) => Some(rate),
+        Err(problem) => {
+            reader.report_text(field, text, problem, RATE_EXAMPLE);
+            None
+        }
+    }
+}
+
+/// `"60/minute"`, `"5/s"`, `"100/10s"` -> (count, period).
+pub(crate) fn parse_rate(text: &str) -> Result<(u32, Duration), String> {
+    let Some((count, period)) = text.split_once('/') else {
+        return Err("is not a rate".to_owned());
+    };
+    let count = count
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_RATE_COUNT).contains(n))
+        .ok_or_else(|| format!("the count must be a whole number from 1 to {MAX_RATE_COUNT}"))?;
+    let period = period.trim();
+    let unit = match period.to_ascii_lowercase().as_str() {
+        "s" | "sec" | "second" | "seconds" => Some(Duration::from_secs(1)),
+        "m" | "min" | "minute" | "minutes" => Some(Duration::from_secs(60)),
+        "h" | "hour" | "hours" => Some(Duration::from_secs(3600)),
+        "d" | "day" | "days" => Some(Duration::from_secs(86_400)),
+        _ => None,
+    };
+    let period = match unit {
+        Some(d) => d,
+        None => match parse_duration(period) {
+            Ok(d) => d,
+            Err(DurationError::TooLong) => {
+                return Err("the period must be at most a day".to_owned());
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{period:?} is not a period (second, minute, hour, day, or a duration such as \"10s\")"
+                ));
+            }
+        },
+    };
+    if period > MAX_DURATION {
+        return Err("the period must be at most a day".to_owned());
+    }
+    Ok((count, period))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use std::path::Path;
+
+    use super::*;
+    use crate::{Config, ConfigErrors, FixedEnvironment};
+
+    const SERVERS: &str =
+        "[servers.git]\ncommand = \"git-mcp\"\n\n[servers.time]\ncommand = \"time-mcp\"\n\n";
+
+    fn load(text: &str) -> Result<Config, ConfigErrors> {
+        let env = FixedEnvironment::new().with_var("HOME", "/home/ada");
+        Config::from_str_with(
+            &format!("{SERVERS}{text}"),
+            "m.toml",
+            Some(Path::new("/etc")),
+            &env,
+        )
+    }
+
+    /// Every error, rendered with its position, as `manifold check` prints it.
+    fn errors(text: &str) -> Vec<String> {
+        match load(text) {
+            Ok(_) => panic!("expected errors"),
+            Err(e) => e.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn rules_load_in_file_order_with_every_field() {
+        let c = load(
+            r#"
+[[rules]]
+name = "admins-push"
+effect = "allow"
+groups = ["admins"]
+servers = ["git"]
+tools = ["git__push*"]
+
+[[rules]]
+effect = "deny"
+explain = true
+identities = ["*"]
+anonymous = true
+scopes = ["read-only"]
+tools = ["git__push*"]
+resources = ["git+file:///secret/*"]
+prompts = ["time__*"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.rules.len(), 2);
+        let first = &c.rules[0];
+        assert_eq!(first.index, 0);
+        assert_eq!(first.name.as_deref(), Some("admins-push"));
+        assert_eq!(first.effect, RuleEffect::Allow);
+        assert!(!first.explain && !first.anonymous);
+        assert_eq!(first.groups, ["admins"]);
+        assert_eq!(first.servers, ["git"]);
+        assert_eq!(first.tools, ["git__push*"]);
+        let second = &c.rules[1];
+        assert_eq!(second.index, 1);
+        assert_eq!(second.name, None);
+        assert_eq!(second.effect, RuleEffect::Deny);
+        assert!(second.explain && second.anonymous);
+        assert_eq!(second.identities, ["*"]);
+        assert_eq!(second.scopes, ["read-only"]);
+        assert_eq!(second.resources, ["git+file:///secret/*"]);
+        assert_eq!(second.prompts, ["time__*"]);
+        assert!(second.servers.is_empty());
+        assert!(c.rate_limits.is_empty());
+    }
+
+    #[test]
+    fn no_rules_and_no_limits_by_default() {
+        let c = load("").unwrap();
+        assert!(c.rules.is_empty());
+        assert_eq!(c.rate_limits, RateLimits::default());
+    }
+
+    #[test]
+    fn rule_mistakes_are_reported_where_they_are() {
+        let e = errors(
+            r#"[[rules]]
+effect = "deny"
+servers = ["gitt", "nope"]
+tools = ["[abc", ""]
+
+[[rules]]
+tools = ["x"]
+
+[[rules]]
+effect = "alow"
+explain = true
+users = ["bob"]
+identities = [""]
+"#,
+        );
+        assert_eq!(
+            e,
+            [
+                "m.toml:9:12: error: rules[0].servers[0] = \"gitt\": names no configured server; did you mean \"git\"?",
+                "m.toml:9:20: error: rules[0].servers[1] = \"nope\": names no configured server; the servers are git, time",
+                "m.toml:10:10: error: rules[0].tools[0] = \"[abc\": is not a valid pattern (unclosed character class; missing ']'); patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *",
+                "m.toml:10:18: error: rules[0].tools[1] = \"\": is not a valid pattern (an empty pattern matches nothing); patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *",
+                "m.toml:12:1: error: rules[1]: has no effect; write effect = \"allow\" or effect = \"deny\"",
+                "m.toml:16:10: error: rules[2].effect = \"alow\": is not one of allow, deny; did you mean \"allow\"?",
+                "m.toml:18:1: error: rules[2].users: unknown key; write identities = [\"NAME\", ...]",
+                "m.toml:19:15: error: rules[2].identities[0] = \"\": is empty; write e.g. identities = [\"alice\", \"ci-bot\"]",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_explaining_allow_and_a_repeated_name_are_refused() {
+        let e = errors(
+            "[[rules]]\nname = \"r\"\neffect = \"allow\"\nexplain = true\n\n[[rules]]\nname = \"r\"\neffect = \"deny\"\n",
+        );
+        assert_eq!(
+            e,
+            [
+                "m.toml:10:11: error: rules[0].explain = true: only a deny rule can explain a refusal; remove explain, or write effect = \"deny\"",
+                "m.toml:13:8: error: rules[1].name = \"r\": is also the name of rules[0]; give each rule its own name: errors name the rule that refused a call",
+            ]
+        );
+    }
+
+    #[test]
+    fn rules_written_as_one_table_are_refused() {
+        let e = errors("[rules]\neffect = \"deny\"\n");
+        assert_eq!(
+            e,
+            [
+                "m.toml:7:1: error: rules: must be an array of tables, one per rule; write each rule as its own [[rules]] section, in the order they are tried"
+            ]
+        );
+    }
+
+    #[test]
+    fn rate_limits_load_as_strings_or_tables() {
+        let c = load(
+            r#"
+[rate_limits]
+per_identity = "600/minute"
+per_tool = { rate = "10/s", burst = 3 }
+
+[[rate_limits.tools]]
+match = ["git__push*"]
+rate = "5/1h"
+
+[[rate_limits.tools]]
+match = ["time__*", "git__log"]
+rate = "100/10s"
+burst = 1
+"#,
+        )
+        .unwrap();
+        let r = &c.rate_limits;
+        assert_eq!(
+            r.per_identity,
+            Some(RateLimit {
+                count: 600,
+                period: Duration::from_secs(60),
+                burst: 600
+            })
+        );
+        assert_eq!(
+            r.per_tool,
+            Some(RateLimit {
+                count: 10,
+                period: Duration::from_secs(1),
+                burst: 3
+            })
+        );
+        assert_eq!(r.tools.len(), 2);
+        assert_eq!(r.tools[0].patterns, ["git__push*"]);
+        assert_eq!(r.tools[0].limit.period, Duration::from_secs(3600));
+        assert_eq!(r.tools[0].limit.burst, 5);
+        assert_eq!(r.tools[1].patterns, ["time__*", "git__log"]);
+        assert_eq!(
+            r.tools[1].limit,
+            RateLimit {
+                count: 100,
+                period: Duration::from_secs(10),
+                burst: 1
+            }
+        );
+    }
+
+    #[test]
+    fn rate_limit_mistakes_are_reported_where_they_are() {
+        let e = errors(
+            r#"[rate_limits]
+per_identity = "fast"
+per_tool = { rate = "0/s", burst = 0 }
+per_minute = 5
+
+[[rate_limits.tools]]
+rate = "5/fortnight"
+"#,
+        );
+        assert_eq!(
+            e,
+            [
+                "m.toml:8:16: error: rate_limits.per_identity = \"fast\": is not a rate; write e.g. \"60/minute\": a number of requests per second, minute, hour or day, or per a duration such as \"10s\"",
+                "m.toml:9:21: error: rate_limits.per_tool.rate = \"0/s\": the count must be a whole number from 1 to 1000000; write e.g. \"60/minute\": a number of requests per second, minute, hour or day, or per a duration such as \"10s\"",
+                "m.toml:9:36: error: rate_limits.per_tool.burst = 0: must be from 1 to 1000000; write a number from 1 to 1000000, e.g. burst = 10",
+                "m.toml:10:1: error: rate_limits.per_minute: unknown key; the keys here are per_identity, per_tool, tools",
+                "m.toml:12:1: error: rate_limits.tools[0]: has no match; write match = [\"PATTERN\"]: the exposed tool names this limit is for",
+                "m.toml:13:8: error: rate_limits.tools[0].rate = \"5/fortnight\": \"fortnight\" is not a period (second, minute, hour, day, or a duration such as \"10s\"); write e.g. \"60/minute\": a number of requests per second, minute, hour or day, or per a duration such as \"10s\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn rates_read_counts_and_periods() {
+        assert_eq!(parse_rate("5/s"), Ok((5, Duration::from_secs(1))));
+        assert_eq!(
+            parse_rate(" 60 / Minute "),
+            Ok((60, Duration::from_secs(60)))
+        );
+        assert_eq!(parse_rate("1/day"), Ok((1, Duration::from_secs(86_400))));
+        assert_eq!(parse_rate("7/500ms"), Ok((7, Duration::from_millis(500))));
+        assert_eq!(
+            parse_rate("1/25h"),
+            Err("the period must be at most a day".to_owned())
+        );
+        assert!(parse_rate("1000001/s").is_err());
+        assert!(parse_rate("-1/s").is_err());
+    }
+}

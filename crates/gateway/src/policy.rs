@@ -1,0 +1,1016 @@
+//! Who may see and call what: the configuration's rules, compiled once, applied to every list and
+//! gating every call, together with the rate limits (`rate_limit.rs`) and the record of who
+//! started which task.
+//!
+//! The semantics, which docs/security.md ("Authorization") states for operators:
+//! - **First match.** Rules are tried in file order; the first rule that applies to the caller and
+//!   covers the item decides. When none does, the item is allowed, so a configuration without
+//!   rules behaves as one without this module; an allowlist ends with a catch-all deny.
+//! - **Subjects.** A rule that names no `identities`, `groups`, `scopes` and not `anonymous`
+//!   applies to every caller. Otherwise it applies when the caller's name is in `identities`
+//!   (`"*"`: any authenticated caller), or one of its groups is in `groups`, or one of its scopes in
+//!   `scopes`, or, for a request without an identity (authentication off), when `anonymous = true`.
+//!   Identities, groups and scopes never match an anonymous caller.
+//! - **Objects.** `servers` restricts a rule to those servers' items. A rule that names none of
+//!   `tools`, `resources`, `prompts` covers every item (of its servers); one that names some
+//!   covers only items of those kinds whose exposed name (tools, prompts) or exposed URI
+//!   (resources, resource templates' `uriTemplate`) one of its glob patterns matches. Built-in
+//!   tools belong to no server: only rules without `servers` cover them.
+//! - **Hidden means unknown.** A denied item is left out of every list (tools, prompts,
+//!   resources, templates, each page, the built-in search and health) and a request naming it is
+//!   answered exactly as one naming something that does not exist: same code, same message, and
+//!   "did you mean" drawn only from what the caller sees. The answer depends on the rules and the
+//!   name, never on whether the item exists, so rules are no oracle for hidden names.
+//! - **Explained denials.** A deny rule with `explain = true` instead answers -32007 (Forbidden)
+//!   naming the rule: the operator chose to let callers know the item exists.
+//! - **Tasks.** With rules configured, a task can be followed (`tasks/*`) only by the identity that
+//!   started it and only while that identity may still call the tool that started it; a task
+//!   Manifold did not see start (another process, a restart, older than the last
+//!   [`MAX_TRACKED_TASKS`]) is unknown.
+//!
+//! Every request reads the rules in force at that moment, so items a `list_changed` brings in,
+//! and rules a reload brings in ([`Gateway::replace_access`]), apply before anything is served.
+//! With no rules and no limits configured nothing here allocates.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
+
+use globset::GlobSet;
+use manifold_wire::patch;
+use manifold_wire::{ErrorCode, ErrorObject, Id, Message};
+
+use crate::builtin;
+use crate::catalog::build::{Catalog, Entry};
+use crate::context::{Caller, RequestContext};
+use crate::gateway::{Gateway, GatewayEvent, GatewaySettings};
+use crate::rate_limit::{Exceeded, RateLimiter, RateLimits, Who, compile_globs, human_wait};
+
+/// Tasks remembered with the identity and tool that started them; the oldest are forgotten first.
+pub const MAX_TRACKED_TASKS: usize = 10_000;
+
+/// The answer `completion/complete` gets when it names nothing the caller may use.
+pub(crate) const NO_COMPLETION_TARGET: &str =
+    "completion/complete names no prompt or resource Manifold offers";
+
+/// What a rule does to what it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    Allow,
+    Deny,
+}
+
+/// One rule as configured, before its patterns are compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// Position in the configuration (`rules[N]`, counted from 0 like every field path).
+    pub index: usize,
+    pub name: Option<String>,
+    pub effect: Effect,
+    /// Deny rules only: answer Forbidden naming the rule instead of "unknown".
+    pub explain: bool,
+    pub identities: Vec<String>,
+    pub groups: Vec<String>,
+    pub scopes: Vec<String>,
+    pub anonymous: bool,
+    pub servers: Vec<String>,
+    /// Glob patterns over exposed tool names.
+    pub tools: Vec<String>,
+    /// Glob patterns over exposed resource URIs and URI templates.
+    pub resources: Vec<String>,
+    /// Glob patterns over exposed prompt names.
+    pub prompts: Vec<String>,
+}
+
+impl RuleSpec {
+    /// A rule at `index` that covers everything and applies to everyone.
+    pub fn new(index: usize, effect: Effect) -> RuleSpec {
+        RuleSpec {
+            index,
+            name: None,
+            effect,
+            explain: false,
+            identities: Vec::new(),
+            groups: Vec::new(),
+            scopes: Vec::new(),
+            anonymous: false,
+            servers: Vec::new(),
+            tools: Vec::new(),
+            resources: Vec::new(),
+            prompts: Vec::new(),
+        }
+    }
+
+    /// `rule "no-push" (rules[2])`, or `rules[2]` for an unnamed rule.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(name) => format!("rule {name:?} (rules[{}])", self.index),
+            None => format!("rules[{}]", self.index),
+        }
+    }
+}
+
+/// A pattern the gateway cannot compile (the configuration loader refuses these first).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rule}: the {list} pattern {pattern:?} is not valid ({reason})")]
+pub struct PolicyError {
+    pub rule: String,
+    pub list: &'static str,
+    pub pattern: String,
+    pub reason: String,
+}
+
+/// The kinds of item a rule can cover. Resource templates are resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+impl ItemKind {
+    fn noun(self) -> &'static str {
+        match self {
+            ItemKind::Tool => "the tool",
+            ItemKind::Prompt => "the prompt",
+            ItemKind::Resource => "the resource",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    spec: RuleSpec,
+    tools: Option<GlobSet>,
+    resources: Option<GlobSet>,
+    prompts: Option<GlobSet>,
+}
+
+impl Rule {
+    fn names_subjects(&self) -> bool {
+        let s = &self.spec;
+        s.anonymous || !s.identities.is_empty() || !s.groups.is_empty() || !s.scopes.is_empty()
+    }
+
+    fn applies_to(&self, caller: Option<&Caller>) -> bool {
+        if !self.names_subjects() {
+            return true;
+        }
+        let s = &self.spec;
+        match caller {
+            None => s.anonymous,
+            Some(c) => {
+                s.identities.iter().any(|i| i == "*" || *i == c.name)
+                    || s.groups.iter().any(|g| c.groups.contains(g))
+                    || s.scopes.iter().any(|x| c.scopes.contains(x))
+            }
+        }
+    }
+
+    fn names_kinds(&self) -> bool {
+        self.tools.is_some() || self.resources.is_some() || self.prompts.is_some()
+    }
+
+    fn covers_server(&self, server: Option<&str>) -> bool {
+        self.spec.servers.is_empty()
+            || server.is_some_and(|s| self.spec.servers.iter().any(|x| x == s))
+    }
+
+    fn covers(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
+        if !self.covers_server(server) {
+            return false;
+        }
+        if !self.names_kinds() {
+            return true;
+        }
+        let set = match kind {
+            ItemKind::Tool => &self.tools,
+            ItemKind::Prompt => &self.prompts,
+            ItemKind::Resource => &self.resources,
+        };
+        set.as_ref().is_some_and(|set| set.is_match(name))
+    }
+}
+
+/// Compiled rules.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    rules: Vec<Rule>,
+}
+
+impl Policy {
+    /// Compiles every rule's patterns the way the configuration validated them.
+    pub fn compile(specs: Vec<RuleSpec>) -> Result<Policy, PolicyError> {
+        let mut rules = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let compile = |list: &'static str, patterns: &[String]| {
+                if patterns.is_empty() {
+                    return Ok(None);
+                }
+                compile_globs(patterns)
+                    .map(Some)
+                    .map_err(|(pattern, reason)| PolicyError {
+                        rule: spec.label(),
+                        list,
+                        pattern,
+                        reason,
+                    })
+            };
+            let tools = compile("tools", &spec.tools)?;
+            let resources = compile("resources", &spec.resources)?;
+            let prompts = compile("prompts", &spec.prompts)?;
+            rules.push(Rule {
+                spec,
+                tools,
+                resources,
+                prompts,
+            });
+        }
+        Ok(Policy { rules })
+    }
+
+    /// One rule that denies every item to every caller: what runs when the configured rules
+    /// cannot be compiled, so that a broken rule never opens anything.
+    pub fn deny_everything() -> Policy {
+        Policy {
+            rules: vec![Rule {
+                spec: RuleSpec::new(0, Effect::Deny),
+                tools: None,
+                resources: None,
+                prompts: None,
+            }],
+        }
+    }
+
+    /// Whether no rule is configured.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rules that apply to `caller`, in order.
+    pub fn for_caller(&self, caller: Option<&Caller>) -> CallerRules<'_> {
+        CallerRules {
+            rules: if self.rules.is_empty() {
+                Vec::new()
+            } else {
+                self.rules.iter().filter(|r| r.applies_to(caller)).collect()
+            },
+        }
+    }
+}
+
+/// What the first covering rule decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Denied; answered as if the item did not exist.
+    Hide,
+    /// Denied by an explaining rule: answered Forbidden, naming it.
+    Refuse(RuleRef),
+}
+
+/// The rule that refused, as the error names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRef {
+    pub index: usize,
+    pub name: Option<String>,
+}
+
+impl RuleRef {
+    fn label(&self) -> String {
+        match &self.name {
+            Some(name) => format!("rule {name:?} (rules[{}])", self.index),
+            None => format!("rules[{}]", self.index),
+        }
+    }
+}
+
+/// The rules of one caller, ready to judge items.
+#[derive(Debug)]
+pub struct CallerRules<'p> {
+    rules: Vec<&'p Rule>,
+}
+
+impl CallerRules<'_> {
+    /// Whether no rule applies to this caller (everything is allowed).
+    pub fn is_unrestricted(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The decision of the first rule covering the item; allowed when none does.
+    pub fn decide(&self, kind: ItemKind, server: Option<&str>, name: &str) -> Decision {
+        match self.rules.iter().find(|r| r.covers(kind, server, name)) {
+            None => Decision::Allow,
+            Some(r) if r.spec.effect == Effect::Allow => Decision::Allow,
+            Some(r) if r.spec.explain => Decision::Refuse(RuleRef {
+                index: r.spec.index,
+                name: r.spec.name.clone(),
+            }),
+            Some(_) => Decision::Hide,
+        }
+    }
+
+    /// Whether the caller sees the item (lists, search, suggestions).
+    pub fn sees(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
+        self.rules
+            .iter()
+            .find(|r| r.covers(kind, server, name))
+            .is_none_or(|r| r.spec.effect == Effect::Allow)
+    }
+
+    /// Whether the caller sees a catalog entry.
+    pub fn sees_entry(&self, kind: ItemKind, entry: &Entry) -> bool {
+        self.is_unrestricted() || self.sees(kind, Some(&entry.server), &entry.exposed)
+    }
+
+    /// Whether a rule covering a whole server (no kind patterns) hides it from the caller; the
+    /// first such rule decides, as for items.
+    pub fn sees_whole_server(&self, server: &str) -> bool {
+        self.rules
+            .iter()
+            .find(|r| !r.names_kinds() && r.covers_server(Some(server)))
+            .is_none_or(|r| r.spec.effect == Effect::Allow)
+    }
+}
+
+/// Who started a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TaskOwner {
+    server: String,
+    tool: String,
+    caller: Option<String>,
+}
+
+/// Started tasks by exposed id, bounded, oldest forgotten first.
+#[derive(Debug, Default)]
+struct TaskOwners {
+    order: VecDeque<String>,
+    owners: HashMap<String, TaskOwner>,
+}
+
+impl TaskOwners {
+    fn insert(&mut self, task: String, owner: TaskOwner) {
+        if self.owners.insert(task.clone(), owner).is_none() {
+            self.order.push_back(task);
+        }
+        while self.order.len() > MAX_TRACKED_TASKS {
+            if let Some(old) = self.order.pop_front() {
+                self.owners.remove(&old);
+            }
+        }
+    }
+}
+
+/// The live authorization state of one gateway: replaced whole on reload.
+pub(crate) struct Access {
+    policy: RwLock<Arc<Policy>>,
+    limiter: RwLock<Arc<RateLimiter>>,
+    tasks: Mutex<TaskOwners>,
+}
+
+impl Access {
+    pub(crate) fn new(settings: &GatewaySettings) -> Access {
+        Access {
+            policy: RwLock::new(Arc::new(settings.rules.clone())),
+            limiter: RwLock::new(Arc::new(RateLimiter::new(settings.rate_limits.clone()))),
+            tasks: Mutex::new(TaskOwners::default()),
+        }
+    }
+
+    fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn limiter(&self) -> Arc<RateLimiter> {
+        Arc::clone(&self.limiter.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn task_owner(&self, task: &str) -> Option<TaskOwner> {
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .owners
+            .get(task)
+            .cloned()
+    }
+}
+
+fn who(ctx: &RequestContext) -> Who<'_> {
+    match &ctx.caller {
+        Some(c) => Who::Identity(&c.name),
+        None => Who::Anonymous,
+    }
+}
+
+fn error(id: Option<&Id>, code: ErrorCode, message: impl Into<String>) -> Message {
+    Message::error(id.cloned(), &ErrorObject::new(code, message))
+}
+
+fn with_data(object: ErrorObject, data: serde_json::Value) -> ErrorObject {
+    match serde_json::value::RawValue::from_string(data.to_string()) {
+        Ok(raw) => object.with_data(raw),
+        Err(_) => object,
+    }
+}
+
+/// Forbidden, naming the explaining rule.
+fn refused(
+    id: Option<&Id>,
+    ctx: &RequestContext,
+    what: &str,
+    name: &str,
+    rule: &RuleRef,
+) -> Message {
+    let message = format!(
+        "{what} {name:?} is not allowed for {} by {}",
+        who(ctx).describe(),
+        rule.label()
+    );
+    let data = serde_json::json!({ "rule": { "index": rule.index, "name": rule.name } });
+    Message::error(
+        id.cloned(),
+        &with_data(ErrorObject::new(ErrorCode::Forbidden, message), data),
+    )
+}
+
+/// Overloaded, with the wait in `data.retryAfterMs`.
+fn rate_limited(id: Option<&Id>, who: Who<'_>, tool: Option<&str>, e: &Exceeded) -> Message {
+    let allowed = match tool {
+        Some(tool) => e.limit.describe("call", Some(tool)),
+        None => e.limit.describe("request", None),
+    };
+    let message = format!(
+        "rate limit exceeded: {} may make {allowed} ({}); retry in {}",
+        who.describe(),
+        e.limit_key,
+        human_wait(e.retry_after)
+    );
+    let data = serde_json::json!({ "retryAfterMs": e.retry_after_ms(), "limit": e.limit_key });
+    Message::error(
+        id.cloned(),
+        &with_data(ErrorObject::new(ErrorCode::Overloaded, message), data),
+    )
+}
+
+impl Gateway {
+    /// The rules in force now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.inner.access.policy()
+    }
+
+    /// The rate limits in force now, with their buckets.
+    pub fn rate_limiter(&self) -> Arc<RateLimiter> {
+        self.inner.access.limiter()
+    }
+
+    /// Puts new rules and limits in force (a configuration reload): the next request is judged by
+    /// them, every bucket starts full, and sessions are told that every list may have changed.
+    pub fn replace_access(&self, rules: Policy, rate_limits: RateLimits) {
+        self.install_access(rules, rate_limits);
+        for event in [
+            GatewayEvent::ToolsChanged,
+            GatewayEvent::PromptsChanged,
+            GatewayEvent::ResourcesChanged,
+        ] {
+            let _ = self.inner.events.send(event);
+        }
+    }
+
+    /// Puts new rules and limits in force without telling sessions: a reload tells them once,
+    /// with the catalog it rebuilds (`reconfigure.rs`).
+    pub(crate) fn install_access(&self, rules: Policy, rate_limits: RateLimits) {
+        *self
+            .inner
+            .access
+            .policy
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
+        *self
+            .inner
+            .access
+            .limiter
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(RateLimiter::new(rate_limits));
+    }
+
+    /// Counts a request against its caller's `rate_limits.per_identity`. `ping` and the lists
+    /// are answered from memory and are not counted.
+    pub(crate) fn admit(
+        &self,
+        ctx: &RequestContext,
+        request: &Message,
+        method: &str,
+    ) -> Option<Message> {
+        if matches!(
+            method,
+            "ping" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list"
+        ) {
+            return None;
+        }
+        let limiter = self.inner.access.limiter();
+        if limiter.is_off() {
+            return None;
+        }
+        let who = who(ctx);
+        limiter
+            .check_identity(who, Instant::now())
+            .err()
+            .map(|e| rate_limited(request.id(), who, None, &e))
+    }
+
+    /// Judges a `tools/call` of the exposed (or built-in) `name` before anything runs: a hidden
+    /// tool is answered as unknown, an explained denial as Forbidden, a call over its tool limit
+    /// as Overloaded. `None`: go on (an unknown name is the router's to answer).
+    pub(crate) fn gate_tool_call(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        catalog: &Catalog,
+        name: &str,
+    ) -> Option<Message> {
+        let policy = self.inner.access.policy();
+        let limiter = self.inner.access.limiter();
+        if policy.is_empty() && limiter.is_off() {
+            return None;
+        }
+        let is_builtin = builtin::NAMES.contains(&name);
+        let server = if is_builtin {
+            None
+        } else {
+            // A withheld tool (pins) is judged like any other, so that its own refusal, which
+            // says it exists, reaches only callers who may see it.
+            let withheld = || {
+                catalog
+                    .withheld_tools()
+                    .find(|(exposed, _)| *exposed == name)
+                    .map(|(_, change)| change.server.as_str())
+            };
+            Some(catalog.tool(name).map(|(s, _)| s).or_else(withheld)?)
+        };
+        match policy
+            .for_caller(ctx.caller.as_deref())
+            .decide(ItemKind::Tool, server, name)
+        {
+            Decision::Allow => {}
+            Decision::Hide => return Some(self.unknown_tool(ctx, id, catalog, name)),
+            Decision::Refuse(rule) => {
+                return Some(refused(id, ctx, ItemKind::Tool.noun(), name, &rule));
+            }
+        }
+        // Built-in tools run in Manifold; the tool manifold_call_tool reaches is counted itself.
+        if is_builtin {
+            return None;
+        }
+        let who = who(ctx);
+        limiter
+            .check_tool(who, name, Instant::now())
+            .err()
+            .map(|e| rate_limited(id, who, Some(name), &e))
+    }
+
+    /// For `manifold_health`: each upstream the caller may know of, with the number of its tools
+    /// the caller sees; `None` when no rule applies to the caller (show everything).
+    pub(crate) fn visible_servers(&self, ctx: &RequestContext) -> Option<HashMap<String, usize>> {
+        let policy = self.inner.access.policy();
+        let view = policy.for_caller(ctx.caller.as_deref());
+        if view.is_unrestricted() {
+            return None;
+        }
+        let catalog = self.catalog();
+        let mut out = HashMap::new();
+        for u in self.upstreams().iter() {
+            let server = u.def.name.as_str();
+            let of_server = |e: &&Entry| &*e.server == server;
+            let tools = (catalog.tools.iter().filter(of_server))
+                .filter(|e| view.sees_entry(ItemKind::Tool, e))
+                .count();
+            let other = (catalog.prompts.iter().filter(of_server))
+                .any(|e| view.sees_entry(ItemKind::Prompt, e))
+                || (catalog.resources.iter().chain(&catalog.templates))
+                    .filter(of_server)
+                    .any(|e| view.sees_entry(ItemKind::Resource, e));
+            if tools > 0 || other || view.sees_whole_server(server) {
+                out.insert(server.to_owned(), tools);
+            }
+        }
+        Some(out)
+    }
+
+    /// The answer to a call of a tool that does not exist, or that this caller cannot see: the
+    /// same either way, with a suggestion drawn only from the tools the caller sees.
+    pub(crate) fn unknown_tool(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        catalog: &Catalog,
+        name: &str,
+    ) -> Message {
+        let policy = self.inner.access.policy();
+        let view = policy.for_caller(ctx.caller.as_deref());
+        let visible = catalog.tool_names().filter(|n| {
+            view.is_unrestricted()
+                || catalog
+                    .tool(n)
+                    .is_some_and(|(s, _)| view.sees(ItemKind::Tool, Some(s), n))
+        });
+        let hint = crate::catalog::suggest::closest(name, visible)
+            .map(|n| format!("; did you mean {n:?}?"))
+            .unwrap_or_else(|| {
+                "; tools/list (or manifold_search_tools) shows what is offered".to_owned()
+            });
+        error(
+            id,
+            ErrorCode::InvalidParams,
+            format!("unknown tool {name:?}{hint}"),
+        )
+    }
+
+    /// The (server, original name) of a prompt this caller may get, or the answer refusing it.
+    pub(crate) fn resolve_prompt(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        catalog: &Catalog,
+        name: &str,
+    ) -> Result<(String, String), Box<Message>> {
+        let unknown = || {
+            Box::new(error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("unknown prompt {name:?}; prompts/list shows what is offered"),
+            ))
+        };
+        let (server, original) = catalog.prompt(name).ok_or_else(unknown)?;
+        match self.decide(ctx, ItemKind::Prompt, Some(server), name) {
+            Decision::Allow => Ok((server.to_owned(), original.to_owned())),
+            Decision::Hide => Err(unknown()),
+            Decision::Refuse(rule) => Err(Box::new(refused(
+                id,
+                ctx,
+                ItemKind::Prompt.noun(),
+                name,
+                &rule,
+            ))),
+        }
+    }
+
+    /// The (server, original URI) of a resource this caller may use, or the answer refusing it.
+    /// A hidden URI gets the same answer whether or not anything exists there.
+    pub(crate) fn resolve_resource(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        catalog: &Catalog,
+        uri: &str,
+    ) -> Result<(Arc<str>, String), Box<Message>> {
+        let Some((server, original)) = catalog.resource(uri) else {
+            return Err(Box::new(error(
+                id,
+                ErrorCode::InvalidParams,
+                format!(
+                    "resource not found: {uri:?} belongs to no server behind Manifold; resources/list shows what is offered"
+                ),
+            )));
+        };
+        match self.decide(ctx, ItemKind::Resource, Some(&server), uri) {
+            Decision::Allow => Ok((server, original)),
+            Decision::Hide => Err(Box::new(error(
+                id,
+                ErrorCode::InvalidParams,
+                format!("resource not found: {uri:?}; resources/list shows what is offered"),
+            ))),
+            Decision::Refuse(rule) => Err(Box::new(refused(
+                id,
+                ctx,
+                ItemKind::Resource.noun(),
+                uri,
+                &rule,
+            ))),
+        }
+    }
+
+    /// Judges the prompt or resource a `completion/complete` names; `None`: go on.
+    pub(crate) fn gate_completion(
+        &self,
+        ctx: &RequestContext,
+        request: &Message,
+        catalog: &Catalog,
+    ) -> Option<Message> {
+        if self.inner.access.policy().is_empty() {
+            return None;
+        }
+        let id = request.id();
+        let kind = request.params_str(&["ref", "type"])?;
+        let (item, server, name) = match kind.as_str() {
+            "ref/prompt" => {
+                let name = request.params_str(&["ref", "name"])?;
+                let server = catalog.prompt(&name)?.0.to_owned();
+                (ItemKind::Prompt, server, name)
+            }
+            "ref/resource" => {
+                let uri = request.params_str(&["ref", "uri"])?;
+                let server = catalog.resource(&uri)?.0.to_string();
+                (ItemKind::Resource, server, uri)
+            }
+            _ => return None,
+        };
+        match self.decide(ctx, item, Some(&server), &name) {
+            Decision::Allow => None,
+            Decision::Hide => Some(error(id, ErrorCode::InvalidParams, NO_COMPLETION_TARGET)),
+            Decision::Refuse(rule) => Some(refused(id, ctx, item.noun(), &name, &rule)),
+        }
+    }
+
+    /// Judges a `tasks/*` request for the exposed task id; `None`: go on.
+    pub(crate) fn gate_task(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        exposed: &str,
+    ) -> Option<Message> {
+        if self.inner.access.policy().is_empty() {
+            return None;
+        }
+        let unknown = || {
+            error(
+                id,
+                ErrorCode::InvalidParams,
+                format!(
+                    "unknown task {exposed:?}: Manifold knows no task by that id for this caller"
+                ),
+            )
+        };
+        let Some(owner) = self.inner.access.task_owner(exposed) else {
+            return Some(unknown());
+        };
+        if owner.caller.as_deref() != ctx.caller.as_deref().map(|c| c.name.as_str()) {
+            return Some(unknown());
+        }
+        match self.decide(ctx, ItemKind::Tool, Some(&owner.server), &owner.tool) {
+            Decision::Allow => None,
+            Decision::Hide => Some(unknown()),
+            Decision::Refuse(rule) => Some(refused(id, ctx, "the task's tool", &owner.tool, &rule)),
+        }
+    }
+
+    /// Remembers who started the task a `tools/call` answered with, if it did (rules configured
+    /// and the client declared the tasks extension; otherwise nothing is read).
+    pub(crate) fn note_task(&self, ctx: &RequestContext, request: &Message, response: &Message) {
+        if self.inner.access.policy().is_empty()
+            || !ctx.client.declares_extension(crate::tasks::EXTENSION)
+        {
+            return;
+        }
+        let Some(raw) = response.result_raw() else {
+            return;
+        };
+        let task = [&["taskId"][..], &["task", "taskId"][..]]
+            .into_iter()
+            .find_map(|path| patch::get_str(raw, path).ok().flatten());
+        let Some(task) = task else {
+            return;
+        };
+        let Some(mut tool) = request.params_str(&["name"]) else {
+            return;
+        };
+        if tool == builtin::CALL {
+            match request.params_str(&["arguments", "name"]) {
+                Some(target) => tool = target,
+                None => return,
+            }
+        }
+        let Some(server) = self.catalog().tool(&tool).map(|(s, _)| s.to_owned()) else {
+            return;
+        };
+        let owner = TaskOwner {
+            server,
+            tool,
+            caller: ctx.caller.as_ref().map(|c| c.name.clone()),
+        };
+        self.inner
+            .access
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(task, owner);
+    }
+
+    fn decide(
+        &self,
+        ctx: &RequestContext,
+        kind: ItemKind,
+        server: Option<&str>,
+        name: &str,
+    ) -> Decision {
+        let policy = self.inner.access.policy();
+        if policy.is_empty() {
+            return Decision::Allow;
+        }
+        policy
+            .for_caller(ctx.caller.as_deref())
+            .decide(kind, server, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn caller(name: &str, groups: &[&str], scopes: &[&str]) -> Caller {
+        Caller {
+            name: name.to_owned(),
+            groups: groups.iter().map(|s| (*s).to_owned()).collect(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn policy(specs: Vec<RuleSpec>) -> Policy {
+        Policy::compile(specs).unwrap()
+    }
+
+    #[test]
+    fn no_rules_allow_everything_without_allocating_a_view() {
+        let p = Policy::default();
+        let view = p.for_caller(None);
+        assert!(view.is_unrestricted());
+        assert_eq!(view.rules.capacity(), 0);
+        assert_eq!(
+            view.decide(ItemKind::Tool, Some("a"), "a__x"),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn the_first_covering_rule_decides_and_nothing_matching_allows() {
+        let p = policy(vec![
+            RuleSpec {
+                groups: strings(&["admins"]),
+                tools: strings(&["git__push*"]),
+                ..RuleSpec::new(0, Effect::Allow)
+            },
+            RuleSpec {
+                tools: strings(&["git__push*"]),
+                ..RuleSpec::new(1, Effect::Deny)
+            },
+        ]);
+        let admin = caller("ada", &["admins"], &[]);
+        let dev = caller("bob", &["devs"], &[]);
+        let push = |c: Option<&Caller>| {
+            p.for_caller(c)
+                .decide(ItemKind::Tool, Some("git"), "git__push")
+        };
+        assert_eq!(push(Some(&admin)), Decision::Allow);
+        assert_eq!(push(Some(&dev)), Decision::Hide);
+        assert_eq!(push(None), Decision::Hide);
+        let status = p
+            .for_caller(Some(&dev))
+            .decide(ItemKind::Tool, Some("git"), "git__status");
+        assert_eq!(status, Decision::Allow, "no rule covers it");
+    }
+
+    #[test]
+    fn subjects_match_by_name_group_scope_or_anonymity() {
+        let rule = |f: fn(&mut RuleSpec)| {
+            let mut s = RuleSpec::new(0, Effect::Deny);
+            f(&mut s);
+            policy(vec![s])
+        };
+        let alice = caller("alice", &["devs"], &["tools:read"]);
+        let hidden = |p: &Policy, c: Option<&Caller>| {
+            p.for_caller(c).decide(ItemKind::Tool, Some("s"), "s__t") == Decision::Hide
+        };
+        let by_name = rule(|s| s.identities = strings(&["alice"]));
+        assert!(hidden(&by_name, Some(&alice)));
+        assert!(!hidden(&by_name, Some(&caller("bob", &[], &[]))));
+        assert!(
+            !hidden(&by_name, None),
+            "names never match anonymous callers"
+        );
+        let any_identity = rule(|s| s.identities = strings(&["*"]));
+        assert!(hidden(&any_identity, Some(&caller("zed", &[], &[]))));
+        assert!(!hidden(&any_identity, None));
+        let by_group = rule(|s| s.groups = strings(&["devs"]));
+        assert!(hidden(&by_group, Some(&alice)));
+        assert!(!hidden(&by_group, None));
+        let by_scope = rule(|s| s.scopes = strings(&["tools:read"]));
+        assert!(hidden(&by_scope, Some(&alice)));
+        assert!(!hidden(&by_scope, Some(&caller("alice", &["devs"], &[]))));
+        let anonymous = rule(|s| s.anonymous = true);
+        assert!(hidden(&anonymous, None));
+        assert!(!hidden(&anonymous, Some(&alice)));
+        // An identity named "anonymous" is an identity, not the anonymous caller.
+        assert!(!hidden(&anonymous, Some(&caller("anonymous", &[], &[]))));
+        let everyone = rule(|_| {});
+        assert!(hidden(&everyone, None) && hidden(&everyone, Some(&alice)));
+    }
+
+    #[test]
+    fn kinds_servers_and_built_ins() {
+        let p = policy(vec![
+            RuleSpec {
+                servers: strings(&["fs"]),
+                resources: strings(&["fs+file:///secret/*"]),
+                ..RuleSpec::new(0, Effect::Deny)
+            },
+            RuleSpec {
+                servers: strings(&["admin"]),
+                ..RuleSpec::new(1, Effect::Deny)
+            },
+            RuleSpec {
+                tools: strings(&["manifold_health"]),
+                ..RuleSpec::new(2, Effect::Deny)
+            },
+        ]);
+        let v = p.for_caller(None);
+        assert!(!v.sees(ItemKind::Resource, Some("fs"), "fs+file:///secret/key"));
+        assert!(!v.sees(ItemKind::Resource, Some("fs"), "fs+file:///secret/{name}"));
+        assert!(v.sees(ItemKind::Resource, Some("fs"), "fs+file:///public/a"));
+        // A resource pattern does not cover a tool or a prompt of the same name.
+        assert!(v.sees(ItemKind::Tool, Some("fs"), "fs+file:///secret/key"));
+        // The same pattern on another server's item does not apply.
+        assert!(v.sees(ItemKind::Resource, Some("other"), "fs+file:///secret/key"));
+        // A rule with servers and no kinds covers every item of those servers.
+        for kind in [ItemKind::Tool, ItemKind::Prompt, ItemKind::Resource] {
+            assert!(!v.sees(kind, Some("admin"), "admin__x"));
+        }
+        assert!(!v.sees_whole_server("admin"));
+        assert!(
+            v.sees_whole_server("fs"),
+            "a kind-specific rule hides items, not the server"
+        );
+        // Built-in tools belong to no server: only rules without servers reach them.
+        assert!(!v.sees(ItemKind::Tool, None, "manifold_health"));
+        assert!(v.sees(ItemKind::Tool, None, "manifold_search_tools"));
+    }
+
+    #[test]
+    fn explaining_denials_name_their_rule() {
+        let p = policy(vec![RuleSpec {
+            name: Some("no-fail".into()),
+            explain: true,
+            tools: strings(&["*__fail"]),
+            ..RuleSpec::new(3, Effect::Deny)
+        }]);
+        let d = p
+            .for_caller(None)
+            .decide(ItemKind::Tool, Some("a"), "a__fail");
+        let Decision::Refuse(rule) = d else {
+            panic!("expected a refusal, got {d:?}");
+        };
+        assert_eq!(rule.label(), "rule \"no-fail\" (rules[3])");
+        assert!(
+            !p.for_caller(None)
+                .sees(ItemKind::Tool, Some("a"), "a__fail")
+        );
+        assert_eq!(RuleSpec::new(7, Effect::Deny).label(), "rules[7]");
+    }
+
+    #[test]
+    fn patterns_are_whole_name_globs_and_bad_ones_are_refused() {
+        let p = policy(vec![RuleSpec {
+            tools: strings(&["a__get_?", "{x,y}__*", "a/*"]),
+            ..RuleSpec::new(0, Effect::Deny)
+        }]);
+        let v = p.for_caller(None);
+        let seen = |n: &str| v.sees(ItemKind::Tool, Some("a"), n);
+        assert!(!seen("a__get_x"));
+        assert!(seen("a__get_xy"));
+        assert!(!seen("y__anything"));
+        assert!(!seen("a/b/c"), "* crosses /");
+        assert!(seen("A__get_x"), "case counts");
+        let e = Policy::compile(vec![RuleSpec {
+            name: Some("broken".into()),
+            prompts: strings(&["{open"]),
+            ..RuleSpec::new(1, Effect::Allow)
+        }])
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rule \"broken\" (rules[1]): the prompts pattern \"{open\" is not valid (unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?))"
+        );
+    }
+
+    #[test]
+    fn tracked_tasks_are_bounded_oldest_first() {
+        let mut t = TaskOwners::default();
+        let owner = TaskOwner {
+            server: "s".into(),
+            tool: "s__t".into(),
+            caller: None,
+        };
+        for i in 0..=MAX_TRACKED_TASKS {
+            t.insert(format!("s:{i}"), owner.clone());
+        }
+        assert_eq!(t.owners.len(), MAX_TRACKED_TASKS);
+        assert!(!t.owners.contains_key("s:0"));
+        assert!(t.owners.contains_key(&format!("s:{MAX_TRACKED_TASKS}")));
+        // Recording the same task again does not count it twice.
+        t.insert("s:1".into(), owner);
+        assert_eq!(t.order.len(), MAX_TRACKED_TASKS);
+    }
+}

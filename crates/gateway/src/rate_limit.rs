@@ -1,0 +1,603 @@
+//! How often a caller may ask: token buckets per identity and per identity and tool, in memory.
+//!
+//! One identity (or every unauthenticated caller together, as "anonymous") must not be able to
+//! starve the upstreams for everyone else, and one expensive tool may deserve a tighter limit than
+//! the rest. A bucket is kept as a single timestamp (the generic cell rate algorithm, which is a
+//! token bucket in one number): a request is admitted while the bucket's debt stays within its
+//! burst, and a refusal knows exactly how long until the next token.
+//!
+//! The maps are bounded ([`MAX_IDENTITY_BUCKETS`], [`MAX_TOOL_BUCKETS`]). When one is full, the
+//! buckets that have refilled completely are dropped first (a full bucket is the same as no
+//! bucket, so nothing is forgiven); if none has, the bucket owing the least time goes, which
+//! forgives as little as possible. Buckets live in this process only: several replicas each
+//! count on their own, and a restart or a reload starts every bucket full.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+/// Most identities tracked at once.
+pub const MAX_IDENTITY_BUCKETS: usize = 10_000;
+/// Most (identity, tool) pairs tracked at once.
+pub const MAX_TOOL_BUCKETS: usize = 100_000;
+
+/// `count` requests per `period`, with bursts of up to `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub count: u32,
+    pub period: Duration,
+    pub burst: u32,
+}
+
+impl Limit {
+    /// `count` per `period`, bursting up to `count`.
+    pub fn per(count: u32, period: Duration) -> Limit {
+        Limit {
+            count,
+            period,
+            burst: count,
+        }
+    }
+
+    /// The time one token takes to come back.
+    fn interval(&self) -> Duration {
+        self.period / self.count.max(1)
+    }
+
+    /// How far ahead of now a bucket's theoretical arrival time may run: `burst - 1` intervals.
+    fn tolerance(&self) -> Duration {
+        self.interval()
+            .saturating_mul(self.burst.max(1).saturating_sub(1))
+    }
+
+    /// "5 requests per minute", "1 call of \"git__push\" per 10000 ms (bursts of 2)", for
+    /// messages: `noun` is singular, `of` what the calls are of.
+    pub fn describe(&self, noun: &str, of: Option<&str>) -> String {
+        let period = match self.period.as_secs() {
+            1 if self.period.subsec_nanos() == 0 => "second".to_owned(),
+            60 if self.period.subsec_nanos() == 0 => "minute".to_owned(),
+            3600 if self.period.subsec_nanos() == 0 => "hour".to_owned(),
+            86_400 if self.period.subsec_nanos() == 0 => "day".to_owned(),
+            _ => format!("{} ms", self.period.as_millis()),
+        };
+        let plural = if self.count == 1 { "" } else { "s" };
+        let of = of.map(|o| format!(" of {o:?}")).unwrap_or_default();
+        let mut out = format!("{} {noun}{plural}{of} per {period}", self.count);
+        if self.burst != self.count {
+            out.push_str(&format!(" (bursts of {})", self.burst));
+        }
+        out
+    }
+}
+
+/// A tighter (or looser) limit for the tools some patterns match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLimitSpec {
+    /// Glob patterns over exposed tool names.
+    pub tools: Vec<String>,
+    pub limit: Limit,
+}
+
+/// The limits as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateLimitSpec {
+    /// Every request of one identity except `ping` and the lists.
+    pub per_identity: Option<Limit>,
+    /// Calls of one identity to one server tool, unless a `tools` entry matches it.
+    pub per_tool: Option<Limit>,
+    /// First match wins over `per_tool`.
+    pub tools: Vec<ToolLimitSpec>,
+}
+
+/// A pattern that is not a glob.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rate_limits.tools[{index}]: {pattern:?} is not a valid pattern ({reason})")]
+pub struct LimitPatternError {
+    pub index: usize,
+    pub pattern: String,
+    pub reason: String,
+}
+
+/// Compiled limits: what the gateway consults.
+#[derive(Debug, Clone, Default)]
+pub struct RateLimits {
+    spec: RateLimitSpec,
+    tool_sets: Vec<GlobSet>,
+}
+
+impl RateLimits {
+    /// Compiles the tool patterns the way the configuration validated them.
+    pub fn compile(spec: RateLimitSpec) -> Result<RateLimits, LimitPatternError> {
+        let mut tool_sets = Vec::with_capacity(spec.tools.len());
+        for (index, entry) in spec.tools.iter().enumerate() {
+            let refuse = |pattern: &str, reason: String| LimitPatternError {
+                index,
+                pattern: pattern.to_owned(),
+                reason,
+            };
+            tool_sets.push(compile_globs(&entry.tools).map_err(|(p, r)| refuse(&p, r))?);
+        }
+        Ok(RateLimits { spec, tool_sets })
+    }
+
+    /// Whether any limit is configured at all.
+    pub fn is_empty(&self) -> bool {
+        self.spec.per_identity.is_none()
+            && self.spec.per_tool.is_none()
+            && self.spec.tools.is_empty()
+    }
+
+    pub fn spec(&self) -> &RateLimitSpec {
+        &self.spec
+    }
+
+    /// The limit for calls of `tool` and the configuration key it comes from.
+    fn for_tool(&self, tool: &str) -> Option<(Limit, String)> {
+        for (index, (entry, set)) in self.spec.tools.iter().zip(&self.tool_sets).enumerate() {
+            if set.is_match(tool) {
+                return Some((entry.limit, format!("rate_limits.tools[{index}]")));
+            }
+        }
+        self.spec
+            .per_tool
+            .map(|l| (l, "rate_limits.per_tool".to_owned()))
+    }
+}
+
+/// Compiles glob patterns over names (`*` crosses `/`; case counts). Returns the first bad
+/// pattern and why.
+pub(crate) fn compile_globs(patterns: &[String]) -> Result<GlobSet, (String, String)> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        if pattern.is_empty() {
+            return Err((
+                pattern.clone(),
+                "an empty pattern matches nothing".to_owned(),
+            ));
+        }
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| (pattern.clone(), e.kind().to_string()))?;
+        set.add(glob);
+    }
+    set.build()
+        .map_err(|e| (patterns.join(", "), e.kind().to_string()))
+}
+
+/// Whose bucket a request draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who<'a> {
+    Anonymous,
+    Identity(&'a str),
+}
+
+impl Who<'_> {
+    /// `"alice"`, or `anonymous callers`, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Who::Anonymous => "anonymous callers".to_owned(),
+            Who::Identity(name) => format!("{name:?}"),
+        }
+    }
+
+    /// The bucket key: a tag byte keeps every identity, whatever its name, apart from the
+    /// anonymous callers.
+    fn key(&self) -> String {
+        match self {
+            Who::Anonymous => "a".to_owned(),
+            Who::Identity(name) => format!("i{name}"),
+        }
+    }
+}
+
+/// A refused request: which limit, and how long until it would pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exceeded {
+    /// The configuration key of the limit (`rate_limits.per_identity`, `rate_limits.tools[0]`).
+    pub limit_key: String,
+    pub limit: Limit,
+    pub retry_after: Duration,
+}
+
+impl Exceeded {
+    /// Milliseconds until a retry can pass, rounded up (never 0: "now" already failed).
+    pub fn retry_after_ms(&self) -> u64 {
+        let ms = self.retry_after.as_nanos().div_ceil(1_000_000);
+        u64::try_from(ms).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// Whole seconds for an HTTP `Retry-After` header, rounded up.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry_after_ms().div_ceil(1000)
+    }
+}
+
+/// For an HTTP transport: the whole seconds of a `Retry-After` header for a response that
+/// refuses a request over a rate limit (-32006 with `data.retryAfterMs`); `None` for any other.
+pub fn retry_after_secs_of(response: &manifold_wire::Message) -> Option<u64> {
+    let error = response.error_object()?;
+    if error.code != manifold_wire::ErrorCode::Overloaded.code() {
+        return None;
+    }
+    let ms = manifold_wire::patch::get(error.data?.get(), &["retryAfterMs"])
+        .ok()
+        .flatten()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(ms.div_ceil(1000))
+}
+
+/// The wait before a retry, as people read it: rounded up to the unit it is counted in.
+pub fn human_wait(wait: Duration) -> String {
+    let ms = wait.as_millis().max(1);
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    let secs = ms.div_ceil(1000);
+    if secs < 60 {
+        return format!("{secs} s");
+    }
+    if secs < 3600 {
+        return format!("{} min", secs.div_ceil(60));
+    }
+    format!("{} h", secs.div_ceil(3600))
+}
+
+/// One bucket: the theoretical arrival time of the next request.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tat: Instant,
+}
+
+impl Bucket {
+    /// Takes one token, or says how long until one is there.
+    fn take(&mut self, limit: &Limit, now: Instant) -> Result<(), Duration> {
+        let tat = self.tat.max(now);
+        let ahead = tat.duration_since(now);
+        let tolerance = limit.tolerance();
+        if ahead > tolerance {
+            return Err(ahead - tolerance);
+        }
+        self.tat = tat.checked_add(limit.interval()).unwrap_or(tat);
+        Ok(())
+    }
+
+    /// Whether the bucket has refilled completely (forgetting it changes nothing).
+    fn is_full(&self, now: Instant) -> bool {
+        self.tat <= now
+    }
+}
+
+/// A bounded map of buckets.
+#[derive(Debug)]
+struct Buckets {
+    map: HashMap<String, Bucket>,
+    max: usize,
+}
+
+impl Buckets {
+    fn new(max: usize) -> Buckets {
+        Buckets {
+            map: HashMap::new(),
+            max: max.max(1),
+        }
+    }
+
+    fn take(&mut self, key: String, limit: &Limit, now: Instant) -> Result<(), Duration> {
+        if let Some(bucket) = self.map.get_mut(&key) {
+            return bucket.take(limit, now);
+        }
+        if self.map.len() >= self.max {
+            self.map.retain(|_, b| !b.is_full(now));
+        }
+        if self.map.len() >= self.max
+            && let Some(least) = self
+                .map
+                .iter()
+                .min_by_key(|(_, b)| b.tat)
+                .map(|(k, _)| k.clone())
+        {
+            self.map.remove(&least);
+        }
+        let mut bucket = Bucket { tat: now };
+        let taken = bucket.take(limit, now);
+        self.map.insert(key, bucket);
+        taken
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// The buckets of one gateway.
+#[derive(Debug)]
+pub struct RateLimiter {
+    limits: RateLimits,
+    identities: Mutex<Buckets>,
+    tools: Mutex<Buckets>,
+}
+
+impl RateLimiter {
+    pub fn new(limits: RateLimits) -> RateLimiter {
+        RateLimiter::with_bounds(limits, MAX_IDENTITY_BUCKETS, MAX_TOOL_BUCKETS)
+    }
+
+    /// With other bounds on the maps (tests of eviction).
+    pub fn with_bounds(limits: RateLimits, identities: usize, tools: usize) -> RateLimiter {
+        RateLimiter {
+            limits,
+            identities: Mutex::new(Buckets::new(identities)),
+            tools: Mutex::new(Buckets::new(tools)),
+        }
+    }
+
+    pub fn limits(&self) -> &RateLimits {
+        &self.limits
+    }
+
+    /// Whether no limit is configured (every check passes without locking).
+    pub fn is_off(&self) -> bool {
+        self.limits.is_empty()
+    }
+
+    /// Counts one request of `who` against `rate_limits.per_identity`.
+    pub fn check_identity(&self, who: Who<'_>, now: Instant) -> Result<(), Exceeded> {
+        let Some(limit) = self.limits.spec.per_identity else {
+            return Ok(());
+        };
+        let mut buckets = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        buckets
+            .take(who.key(), &limit, now)
+            .map_err(|retry_after| Exceeded {
+                limit_key: "rate_limits.per_identity".to_owned(),
+                limit,
+                retry_after,
+            })
+    }
+
+    /// Counts one call of the server tool `tool` by `who`.
+    pub fn check_tool(&self, who: Who<'_>, tool: &str, now: Instant) -> Result<(), Exceeded> {
+        let Some((limit, limit_key)) = self.limits.for_tool(tool) else {
+            return Ok(());
+        };
+        // Exposed tool names hold no NUL, so the last NUL splits the key unambiguously.
+        let mut key = who.key();
+        key.push('\0');
+        key.push_str(tool);
+        let mut buckets = self
+            .tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        buckets
+            .take(key, &limit, now)
+            .map_err(|retry_after| Exceeded {
+                limit_key,
+                limit,
+                retry_after,
+            })
+    }
+
+    /// Buckets held now: (identities, identity-and-tool pairs).
+    pub fn tracked(&self) -> (usize, usize) {
+        let count = |m: &Mutex<Buckets>| {
+            m.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len()
+        };
+        (count(&self.identities), count(&self.tools))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn limiter(spec: RateLimitSpec) -> RateLimiter {
+        RateLimiter::new(RateLimits::compile(spec).unwrap())
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_bucket_admits_its_burst_then_one_per_interval() {
+        let l = limiter(RateLimitSpec {
+            per_identity: Some(Limit::per(3, SEC)),
+            ..RateLimitSpec::default()
+        });
+        let t0 = Instant::now();
+        let alice = Who::Identity("alice");
+        for _ in 0..3 {
+            assert!(l.check_identity(alice, t0).is_ok());
+        }
+        let refused = l.check_identity(alice, t0).unwrap_err();
+        assert_eq!(refused.limit_key, "rate_limits.per_identity");
+        // The next token is one third of a second away.
+        assert_eq!(refused.retry_after, SEC / 3);
+        assert_eq!(refused.retry_after_ms(), 334);
+        assert_eq!(refused.retry_after_secs(), 1);
+        // Just before that, still refused; at that moment, admitted once.
+        assert!(
+            l.check_identity(alice, t0 + SEC / 3 - Duration::from_nanos(1))
+                .is_err()
+        );
+        assert!(l.check_identity(alice, t0 + SEC / 3).is_ok());
+        assert!(l.check_identity(alice, t0 + SEC / 3).is_err());
+    }
+
+    #[test]
+    fn identities_and_anonymous_callers_have_their_own_buckets() {
+        let l = limiter(RateLimitSpec {
+            per_identity: Some(Limit::per(1, SEC)),
+            ..RateLimitSpec::default()
+        });
+        let t0 = Instant::now();
+        assert!(l.check_identity(Who::Identity("alice"), t0).is_ok());
+        assert!(l.check_identity(Who::Identity("alice"), t0).is_err());
+        assert!(l.check_identity(Who::Identity("bob"), t0).is_ok());
+        assert!(l.check_identity(Who::Anonymous, t0).is_ok());
+        assert!(l.check_identity(Who::Anonymous, t0).is_err());
+        // An identity named like anonymous callers is still someone else.
+        assert!(l.check_identity(Who::Identity("anonymous"), t0).is_ok());
+        assert!(l.check_identity(Who::Identity(""), t0).is_ok());
+        assert!(l.check_identity(Who::Identity("a"), t0).is_ok());
+    }
+
+    #[test]
+    fn a_burst_smaller_than_the_count_spaces_requests_out() {
+        let limit = Limit {
+            count: 60,
+            period: Duration::from_secs(60),
+            burst: 2,
+        };
+        let l = limiter(RateLimitSpec {
+            per_identity: Some(limit),
+            ..RateLimitSpec::default()
+        });
+        let t0 = Instant::now();
+        let who = Who::Identity("a");
+        assert!(l.check_identity(who, t0).is_ok());
+        assert!(l.check_identity(who, t0).is_ok());
+        assert_eq!(l.check_identity(who, t0).unwrap_err().retry_after, SEC);
+        assert_eq!(
+            limit.describe("request", None),
+            "60 requests per minute (bursts of 2)"
+        );
+        assert_eq!(
+            Limit::per(1, Duration::from_secs(10)).describe("call", Some("a__b")),
+            "1 call of \"a__b\" per 10000 ms"
+        );
+    }
+
+    #[test]
+    fn tool_limits_take_the_first_matching_pattern_then_the_default() {
+        let l = limiter(RateLimitSpec {
+            per_tool: Some(Limit::per(2, SEC)),
+            tools: vec![
+                ToolLimitSpec {
+                    tools: vec!["git__push*".into()],
+                    limit: Limit::per(1, Duration::from_secs(60)),
+                },
+                ToolLimitSpec {
+                    tools: vec!["git__*".into()],
+                    limit: Limit::per(5, SEC),
+                },
+            ],
+            ..RateLimitSpec::default()
+        });
+        let t0 = Instant::now();
+        let a = Who::Identity("a");
+        assert!(l.check_tool(a, "git__push", t0).is_ok());
+        let e = l.check_tool(a, "git__push", t0).unwrap_err();
+        assert_eq!(e.limit_key, "rate_limits.tools[0]");
+        assert_eq!(e.retry_after, Duration::from_secs(60));
+        // Another tool, another bucket; another identity, another bucket.
+        assert!(l.check_tool(a, "git__push_force", t0).is_ok());
+        assert!(l.check_tool(Who::Identity("b"), "git__push", t0).is_ok());
+        for _ in 0..5 {
+            assert!(l.check_tool(a, "git__status", t0).is_ok());
+        }
+        assert_eq!(
+            l.check_tool(a, "git__status", t0).unwrap_err().limit_key,
+            "rate_limits.tools[1]"
+        );
+        assert!(l.check_tool(a, "time__now", t0).is_ok());
+        assert!(l.check_tool(a, "time__now", t0).is_ok());
+        assert_eq!(
+            l.check_tool(a, "time__now", t0).unwrap_err().limit_key,
+            "rate_limits.per_tool"
+        );
+        // Identity limits are not configured: never refused.
+        assert!(l.check_identity(a, t0).is_ok());
+    }
+
+    #[test]
+    fn the_maps_stay_bounded_and_forget_full_buckets_first() {
+        let spec = RateLimitSpec {
+            per_identity: Some(Limit::per(1, Duration::from_secs(10))),
+            ..RateLimitSpec::default()
+        };
+        let l = RateLimiter::with_bounds(RateLimits::compile(spec).unwrap(), 3, 3);
+        let t0 = Instant::now();
+        for name in ["a", "b", "c"] {
+            assert!(l.check_identity(Who::Identity(name), t0).is_ok());
+        }
+        assert_eq!(l.tracked().0, 3);
+        // 11 s later a, b and c have refilled: they are dropped to make room, not anyone owing.
+        let t1 = t0 + Duration::from_secs(11);
+        assert!(l.check_identity(Who::Identity("d"), t1).is_ok());
+        assert_eq!(l.tracked().0, 1);
+        let ms = Duration::from_millis(1);
+        assert!(l.check_identity(Who::Identity("e"), t1 + ms).is_ok());
+        assert!(l.check_identity(Who::Identity("f"), t1 + ms * 2).is_ok());
+        // Everyone owes now; the one owing least ("d", first in) goes to make room for "g".
+        assert!(l.check_identity(Who::Identity("g"), t1 + ms * 3).is_ok());
+        assert_eq!(l.tracked().0, 3);
+        assert!(
+            l.check_identity(Who::Identity("e"), t1 + ms * 3).is_err(),
+            "e is still counted"
+        );
+        assert!(
+            l.check_identity(Who::Identity("d"), t1 + ms * 4).is_ok(),
+            "d was forgotten"
+        );
+    }
+
+    #[test]
+    fn bad_tool_patterns_are_refused_with_their_index() {
+        let e = RateLimits::compile(RateLimitSpec {
+            tools: vec![
+                ToolLimitSpec {
+                    tools: vec!["ok".into()],
+                    limit: Limit::per(1, SEC),
+                },
+                ToolLimitSpec {
+                    tools: vec!["[bad".into()],
+                    limit: Limit::per(1, SEC),
+                },
+            ],
+            ..RateLimitSpec::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rate_limits.tools[1]: \"[bad\" is not a valid pattern (unclosed character class; missing ']')"
+        );
+    }
+
+    #[test]
+    fn only_rate_limit_refusals_carry_a_retry_after() {
+        let refused = manifold_wire::Message::decode_str(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32006,"message":"rate limit exceeded","data":{"retryAfterMs":1001,"limit":"rate_limits.per_identity"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(retry_after_secs_of(&refused), Some(2));
+        let busy = manifold_wire::Message::decode_str(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32006,"message":"too many streams"}}"#,
+        )
+        .unwrap();
+        assert_eq!(retry_after_secs_of(&busy), None);
+        let other = manifold_wire::Message::decode_str(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x","data":{"retryAfterMs":5}}}"#,
+        )
+        .unwrap();
+        assert_eq!(retry_after_secs_of(&other), None);
+    }
+
+    #[test]
+    fn waits_read_in_the_unit_they_are_counted_in() {
+        assert_eq!(human_wait(Duration::from_micros(10)), "1 ms");
+        assert_eq!(human_wait(Duration::from_millis(999)), "999 ms");
+        assert_eq!(human_wait(Duration::from_millis(1001)), "2 s");
+        assert_eq!(human_wait(Duration::from_secs(61)), "2 min");
+        assert_eq!(human_wait(Duration::from_secs(86_399)), "24 h");
+    }
+}

@@ -1,0 +1,233 @@
+//! `manifold keys create|list|revoke`: the operator's side of API keys.
+//!
+//! Keys live in `api-keys.json` in the data directory (the one `serve` uses, from the same
+//! configuration), as digests only: `create` prints the key once on stdout, for a script or a
+//! password manager, and it cannot be shown again. A running gateway sees a new or revoked key
+//! on the next request that presents it; no restart is needed.
+
+use std::path::Path;
+
+use clap::Subcommand;
+use manifold_auth::{ApiKeyStore, KeyRecord, KeyStoreError};
+use manifold_config::Config;
+
+use crate::config_commands::config_path;
+use crate::report::{CliError, Outcome};
+
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// Make an API key for NAME and print it once (store it now: only its digest is kept).
+    Create {
+        /// Who the key is for (1 to 64 of A-Z a-z 0-9 _ - . @); policies and logs show it.
+        name: String,
+        /// Scopes granted to the key, comma-separated or repeated.
+        #[arg(long, value_delimiter = ',', value_name = "SCOPE,...")]
+        scopes: Vec<String>,
+        /// Groups the key belongs to, comma-separated or repeated.
+        #[arg(long, value_delimiter = ',', value_name = "GROUP,...")]
+        groups: Vec<String>,
+        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        #[arg(long, short = 'c')]
+        config: Option<std::path::PathBuf>,
+    },
+    /// List every key (never the secrets): name, id, scopes, groups, when made, whether revoked.
+    List {
+        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        #[arg(long, short = 'c')]
+        config: Option<std::path::PathBuf>,
+        /// Print the records as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke every active key named NAME (running gateways refuse it from the next request on).
+    Revoke {
+        name: String,
+        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        #[arg(long, short = 'c')]
+        config: Option<std::path::PathBuf>,
+    },
+}
+
+/// `manifold keys ...`.
+pub fn run(action: &KeysAction) -> Result<Outcome, CliError> {
+    match action {
+        KeysAction::Create {
+            name,
+            scopes,
+            groups,
+            config,
+        } => create(config.as_deref(), name, scopes, groups),
+        KeysAction::List { config, json } => list(config.as_deref(), *json),
+        KeysAction::Revoke { name, config } => revoke(config.as_deref(), name),
+    }
+}
+
+/// The configuration whose data directory holds the keys (built-in defaults without a file).
+fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
+    match config_path(given) {
+        Some(path) => Config::load(&path).map_err(|errors| {
+            CliError::usage(format!("{} is not valid:\n{errors}", path.display()))
+        }),
+        None => Config::from_str("", "built-in defaults").map_err(|errors| {
+            CliError::usage(format!(
+                "the built-in defaults could not be loaded:\n{errors}"
+            ))
+        }),
+    }
+}
+
+fn store_error(e: KeyStoreError) -> CliError {
+    match e {
+        KeyStoreError::Io { .. } | KeyStoreError::Corrupt { .. } => CliError::with_hint(
+            e.to_string(),
+            "API keys live in gateway.data_dir; check that it is the directory the gateway uses and that it is writable",
+        ),
+        other => CliError::usage(other.to_string()),
+    }
+}
+
+fn create(
+    config: Option<&Path>,
+    name: &str,
+    scopes: &[String],
+    groups: &[String],
+) -> Result<Outcome, CliError> {
+    let config = load_config(config)?;
+    let store = ApiKeyStore::in_dir(&config.gateway.data_dir);
+    let new = store.create(name, scopes, groups).map_err(store_error)?;
+    eprintln!(
+        "Created API key {:?} (id {}) in {}.",
+        new.record.name,
+        new.record.id,
+        store.path().display()
+    );
+    eprintln!(
+        "It is shown once, below: store it now. Clients send it as `Authorization: Bearer <key>`."
+    );
+    if !config.auth.api_keys {
+        eprintln!(
+            "note: {} does not set [auth] api_keys = true, so the gateway does not accept API keys yet",
+            config.origin
+        );
+    }
+    // stdout gets the key alone, so scripts can capture it.
+    println!("{}", new.key);
+    Ok(Outcome::Success)
+}
+
+fn revoke(config: Option<&Path>, name: &str) -> Result<Outcome, CliError> {
+    let config = load_config(config)?;
+    let store = ApiKeyStore::in_dir(&config.gateway.data_dir);
+    let revoked = store.revoke(name).map_err(store_error)?;
+    for r in &revoked {
+        eprintln!("Revoked API key {:?} (id {}).", r.name, r.id);
+    }
+    Ok(Outcome::Success)
+}
+
+fn list(config: Option<&Path>, json: bool) -> Result<Outcome, CliError> {
+    let config = load_config(config)?;
+    let store = ApiKeyStore::in_dir(&config.gateway.data_dir);
+    let keys = store.list().map_err(store_error)?;
+    if json {
+        let records: Vec<serde_json::Value> = keys.iter().map(record_json).collect();
+        println!("{}", serde_json::Value::Array(records));
+        return Ok(Outcome::Success);
+    }
+    if keys.is_empty() {
+        eprintln!(
+            "No API keys in {}; make one with `manifold keys create NAME`.",
+            store.path().display()
+        );
+        return Ok(Outcome::Success);
+    }
+    let rows: Vec<[String; 6]> = keys
+        .iter()
+        .map(|k| {
+            [
+                k.name.clone(),
+                k.id.clone(),
+                list_or_dash(&k.scopes),
+                list_or_dash(&k.groups),
+                utc(k.created),
+                k.revoked
+                    .map_or_else(|| "active".to_owned(), |t| format!("revoked {}", utc(t))),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "ID", "SCOPES", "GROUPS", "CREATED", "STATUS"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    println!("{}", line(&header.map(str::to_owned)));
+    for row in &rows {
+        println!("{}", line(row));
+    }
+    Ok(Outcome::Success)
+}
+
+fn list_or_dash(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".to_owned()
+    } else {
+        items.join(",")
+    }
+}
+
+fn record_json(k: &KeyRecord) -> serde_json::Value {
+    serde_json::json!({
+        "name": k.name,
+        "id": k.id,
+        "scopes": k.scopes,
+        "groups": k.groups,
+        "created": utc(k.created),
+        "revoked": k.revoked.map(utc),
+    })
+}
+
+/// Seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar,
+/// by the days-to-civil algorithm).
+fn utc(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_shown_in_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_000_000), "2026-11-18T11:06:40Z");
+    }
+}

@@ -1,0 +1,218 @@
+//! `manifold pins list [SERVER]` and `manifold pins approve SERVER`: the person's side of tool
+//! definition pinning.
+//!
+//! The gateway pins each tool's definition on first sight and records later changes in
+//! `pins.json` in the data directory; a changed tool under `on_change = "block"` stays withheld
+//! until someone who has looked at the change approves it here. Approving rewrites the file
+//! under its lock; running gateways notice within a second, no restart needed.
+
+use std::path::Path;
+
+use clap::Subcommand;
+use manifold_config::Config;
+use manifold_config::server::OnChange;
+use manifold_gateway::pins::{PIN_FILE_POLL, PinFile, PinStore};
+
+use crate::config_commands::config_path;
+use crate::report::{CliError, Outcome};
+
+/// Hex digits of a digest shown in the human listing (the JSON has them whole).
+const SHOWN_DIGEST_HEX: usize = 16;
+
+#[derive(Debug, Subcommand)]
+pub enum PinsAction {
+    /// List pinned tool definitions and changes waiting for approval.
+    List {
+        /// Only this server.
+        server: Option<String>,
+        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        #[arg(long, short = 'c')]
+        config: Option<std::path::PathBuf>,
+        /// Print the pins as JSON (the file's own format).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept the changed tool definitions of SERVER as its new pins (running gateways pick the approval up within a second).
+    Approve {
+        /// The server whose changes to accept.
+        server: String,
+        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        #[arg(long, short = 'c')]
+        config: Option<std::path::PathBuf>,
+    },
+}
+
+/// `manifold pins ...`.
+pub fn run(action: &PinsAction) -> Result<Outcome, CliError> {
+    match action {
+        PinsAction::List {
+            server,
+            config,
+            json,
+        } => list(config.as_deref(), server.as_deref(), *json),
+        PinsAction::Approve { server, config } => approve(config.as_deref(), server),
+    }
+}
+
+/// The configuration whose data directory holds the pins (built-in defaults without a file).
+fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
+    match config_path(given) {
+        Some(path) => Config::load(&path).map_err(|errors| {
+            CliError::usage(format!("{} is not valid:\n{errors}", path.display()))
+        }),
+        None => Config::from_str("", "built-in defaults").map_err(|errors| {
+            CliError::usage(format!(
+                "the built-in defaults could not be loaded:\n{errors}"
+            ))
+        }),
+    }
+}
+
+fn store_error(e: manifold_gateway::pins::PinError) -> CliError {
+    CliError::with_hint(
+        e.to_string(),
+        "pins live in gateway.data_dir; check that it is the directory the gateway uses",
+    )
+}
+
+fn policy_of(config: &Config, server: &str) -> Option<&'static str> {
+    config.server(server).map(|s| match s.on_change {
+        OnChange::Warn => "warn",
+        OnChange::Block => "block",
+    })
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..SHOWN_DIGEST_HEX).unwrap_or(digest)
+}
+
+/// `manifold pins list [SERVER]`.
+pub fn list(given: Option<&Path>, server: Option<&str>, json: bool) -> Result<Outcome, CliError> {
+    let config = load_config(given)?;
+    let store = PinStore::in_dir(&config.gateway.data_dir);
+    let mut file = store.load().map_err(store_error)?;
+    if let Some(only) = server {
+        file.pins.retain(|s, _| s == only);
+        file.changed.retain(|s, _| s == only);
+        if file.pins.is_empty() && config.server(only).is_none() {
+            return Err(CliError::with_hint(
+                format!(
+                    "no pins for server {only:?} in {}, and no such server in the configuration",
+                    store.path().display()
+                ),
+                "`manifold pins list` shows every server with pins",
+            ));
+        }
+    }
+    if json {
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| CliError::usage(format!("could not print the pins: {e}")))?;
+        println!("{text}");
+        return Ok(Outcome::Success);
+    }
+    print!("{}", render(&config, &store, &file));
+    Ok(Outcome::Success)
+}
+
+fn render(config: &Config, store: &PinStore, file: &PinFile) -> String {
+    let mut out = format!("pins in {}\n", store.path().display());
+    if file.pins.is_empty() {
+        out.push_str("no tool definitions pinned yet (a gateway pins them when it first lists a server's tools)\n");
+        return out;
+    }
+    for (server, tools) in &file.pins {
+        let policy = policy_of(config, server)
+            .map(|p| format!("on_change = {p:?}"))
+            .unwrap_or_else(|| "not in the configuration".to_owned());
+        out.push_str(&format!("{server} ({policy})\n"));
+        let changed = file.changed.get(server);
+        let width = tools.keys().map(|t| t.chars().count()).max().unwrap_or(0);
+        for (tool, pin) in tools {
+            match changed.and_then(|c| c.get(tool)) {
+                None => out.push_str(&format!(
+                    "  {tool:<width$}  pinned   {}  since {}\n",
+                    short(&pin.sha256),
+                    utc_time(pin.pinned_at)
+                )),
+                Some(change) => {
+                    let members = if change.fields.is_empty() {
+                        "definition".to_owned()
+                    } else {
+                        change.fields.join(", ")
+                    };
+                    out.push_str(&format!(
+                        "  {tool:<width$}  CHANGED  {} -> {}  seen {}: {members} changed; approve with `manifold pins approve {server}`\n",
+                        short(&pin.sha256),
+                        short(&change.seen),
+                        utc_time(change.seen_at)
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `manifold pins approve SERVER`.
+pub fn approve(given: Option<&Path>, server: &str) -> Result<Outcome, CliError> {
+    let config = load_config(given)?;
+    let store = PinStore::in_dir(&config.gateway.data_dir);
+    let known = store.load().map_err(store_error)?.pins.contains_key(server);
+    if !known && config.server(server).is_none() {
+        return Err(CliError::with_hint(
+            format!(
+                "no pins for server {server:?} in {}, and no such server in the configuration",
+                store.path().display()
+            ),
+            "`manifold pins list` shows every server with pins",
+        ));
+    }
+    let approved = store.approve(server).map_err(store_error)?;
+    if approved.is_empty() {
+        println!("server {server:?} has no changed tool definitions to approve");
+    } else {
+        println!(
+            "approved {} changed tool definition(s) of server {server:?}: {}; running gateways serve them again within {} s",
+            approved.len(),
+            approved.join(", "),
+            PIN_FILE_POLL.as_secs()
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil calendar, proleptic
+/// Gregorian), without a date library.
+fn utc_time(seconds: u64) -> String {
+    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
+    let rest = seconds % 86_400;
+    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_times_are_civil_dates() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_time(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_time(1_764_417_845), "2025-11-29 12:04:05 UTC");
+        assert_eq!(utc_time(4_107_542_399), "2100-02-28 23:59:59 UTC");
+    }
+}

@@ -1,0 +1,196 @@
+//! Inbound authentication on `/mcp`, `/sse` and `/message`: every request proves who it is
+//! before any handler reads it, and a legacy session answers only to the identity that started
+//! it.
+//!
+//! The middleware asks the configured [`manifold_auth::Authenticator`]; a refusal is answered
+//! here with the status and `WWW-Authenticate` challenge it names. The identity then travels
+//! with the request as a task-local, which the handlers read where they build the gateway's
+//! `RequestContext` (`current_caller`) and where they mint a session (`current_binding`: a
+//! digest of the principal sealed into the session). A request that presents a session id
+//! minted for another identity gets the same 404 as an unknown session: nothing tells it the
+//! session exists, and a client whose identity changed simply starts a new one.
+//!
+//! Also here: the RFC 9728 protected resource metadata, outside the Origin/Host guard and
+//! outside authentication (clients read it to learn how to authenticate).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use manifold_auth::bearer::query_carries_credential;
+use manifold_auth::{AuthError, Identity, WELL_KNOWN_PREFIX};
+use manifold_gateway::Caller;
+use manifold_wire::{ErrorCode, meta};
+use tracing::Instrument as _;
+
+use super::AppState;
+use super::reply;
+use crate::sealed;
+
+/// Who the request being handled was authenticated as; empty when authentication is off.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Authenticated {
+    pub caller: Option<Arc<Caller>>,
+    /// Digest of the principal (see `Identity::binding`), sealed into sessions it starts.
+    pub binding: Option<String>,
+}
+
+tokio::task_local! {
+    static AUTHENTICATED: Authenticated;
+}
+
+/// The identity of the request this task is handling (read it before spawning).
+pub(crate) fn current_caller() -> Option<Arc<Caller>> {
+    AUTHENTICATED.try_with(|a| a.caller.clone()).ok().flatten()
+}
+
+/// The binding sealed into sessions this request starts and compared on every later use.
+pub(crate) fn current_binding() -> Option<String> {
+    AUTHENTICATED.try_with(|a| a.binding.clone()).ok().flatten()
+}
+
+fn caller_of(identity: &Identity) -> Caller {
+    Caller {
+        name: identity.name.clone(),
+        groups: identity.groups.clone(),
+        scopes: identity.scopes.clone(),
+    }
+}
+
+/// The answer to a refusal: the authenticator's status and challenge, a JSON-RPC error body.
+fn refusal(auth: &manifold_auth::Authenticator, error: &AuthError) -> Response {
+    let challenge = auth.challenge(error);
+    let status =
+        StatusCode::from_u16(challenge.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let code = match challenge.status {
+        400 => ErrorCode::InvalidRequest,
+        503 => ErrorCode::Overloaded,
+        _ => ErrorCode::Forbidden,
+    };
+    let mut response = reply::error(status, None, code, challenge.message);
+    if let Some(value) = challenge
+        .www_authenticate
+        .and_then(|v| HeaderValue::from_str(&v).ok())
+    {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// Authenticates a request and runs the rest of the stack as that identity.
+pub(crate) async fn require(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(auth) = state.settings.auth.as_ref() else {
+        if let Some(r) = foreign_session(&state, &request, None) {
+            return r;
+        }
+        return next.run(request).await;
+    };
+    if request.uri().query().is_some_and(query_carries_credential) {
+        tracing::warn!(
+            path = request.uri().path(),
+            "refused a request with a credential in its URL query"
+        );
+        return refusal(
+            auth,
+            &AuthError::InvalidRequest(
+                "credentials in the URL query are refused (URLs end up in logs); send them in the Authorization header".to_owned(),
+            ),
+        );
+    }
+    let values: Vec<&[u8]> = request
+        .headers()
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    let identity = match auth.authenticate(&values).await {
+        Ok(identity) => identity,
+        Err(error) => {
+            match &error {
+                AuthError::Missing => {
+                    tracing::debug!(
+                        path = request.uri().path(),
+                        "a request without credentials was refused"
+                    )
+                }
+                other => tracing::warn!(
+                    path = request.uri().path(),
+                    reason = %other,
+                    "refused a request's credentials"
+                ),
+            }
+            return refusal(auth, &error);
+        }
+    };
+    let authenticated = Authenticated {
+        caller: Some(Arc::new(caller_of(&identity))),
+        binding: Some(identity.binding()),
+    };
+    if let Some(r) = foreign_session(&state, &request, authenticated.binding.as_deref()) {
+        return r;
+    }
+    let span = tracing::info_span!("authenticated", caller = %identity.name);
+    AUTHENTICATED
+        .scope(authenticated, next.run(request))
+        .instrument(span)
+        .await
+}
+
+/// A 404 for a request naming a Streamable HTTP session that another identity started; `None`
+/// for anything else (unknown or expired sessions are the handlers' to answer).
+fn foreign_session(state: &AppState, request: &Request, binding: Option<&str>) -> Option<Response> {
+    if request.uri().path() != "/mcp" {
+        return None;
+    }
+    let sid = request
+        .headers()
+        .get(meta::header::SESSION_ID)?
+        .to_str()
+        .ok()?;
+    let sealed = sealed::open(
+        &state.settings.session_key,
+        sid,
+        state.settings.limits.session_lifetime,
+    )
+    .ok()?;
+    if sealed.owner.as_deref() == binding {
+        return None;
+    }
+    tracing::warn!(
+        "refused a session id presented by another identity than the one that started it"
+    );
+    Some(super::streamable::session_gone(None))
+}
+
+async fn protected_resource_metadata(State(state): State<Arc<AppState>>) -> Response {
+    let Some(document) = state.settings.auth.as_ref().and_then(|a| a.metadata()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let mut response = reply::json(StatusCode::OK, document.to_json());
+    // Public by design: browser-based clients on any origin must be able to read it.
+    response.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    response
+}
+
+/// The RFC 9728 document at its root well-known path and at the one suffixed with `/mcp`.
+pub(crate) fn metadata_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(WELL_KNOWN_PREFIX, get(protected_resource_metadata))
+        .route(
+            &format!("{WELL_KNOWN_PREFIX}/mcp"),
+            get(protected_resource_metadata),
+        )
+}

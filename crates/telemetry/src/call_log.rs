@@ -1,0 +1,238 @@
+//! One log line per tool call: the record operators search when a client reports a failed call
+//! by the call id it found in the result's `_meta`.
+//!
+//! The line is an `INFO` event with target [`CALL_TARGET`], so it can be kept or dropped on its
+//! own (`RUST_LOG=manifold::call=info`). Nothing of it is computed when that target is off.
+
+use std::time::Duration;
+
+use crate::labels::CallOutcome;
+use crate::redact::{self, Redactor};
+
+/// The `tracing` target of call lines.
+pub const CALL_TARGET: &str = "manifold::call";
+/// The `_meta` key of the call id on every tool result.
+pub const CALL_ID_META: &str = "io.manifold/callId";
+
+/// How much of a call's arguments its line shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArgumentLogging {
+    /// Argument names, every value replaced by `<redacted>`.
+    #[default]
+    Redacted,
+    /// No `arguments` field at all.
+    None,
+    /// The arguments as sent (configured secrets still cut out, capped in length). For
+    /// debugging only: values reach the log collector.
+    Full,
+}
+
+/// What call lines may contain.
+#[derive(Debug, Clone, Default)]
+pub struct CallLogPolicy {
+    pub arguments: ArgumentLogging,
+    /// Cuts configured secrets out of error text and logged arguments.
+    pub redactor: Redactor,
+}
+
+/// One finished (or cancelled) tool call.
+#[derive(Debug, Clone)]
+pub struct CallRecord<'a> {
+    pub call_id: &'a str,
+    /// The legacy session id, when there is one (logged as a tag, never as it is).
+    pub session: Option<&'a str>,
+    pub upstream: &'a str,
+    /// The tool's name at its upstream.
+    pub tool: &'a str,
+    pub duration: Duration,
+    pub outcome: CallOutcome,
+    /// Attempts beyond the first (idempotent calls retried after an upstream failure).
+    pub retries: u32,
+    /// Why it failed, when Manifold knows (its own words, never the tool's output).
+    pub error: Option<&'a str>,
+    /// JSON-RPC error code, for an error response.
+    pub error_code: Option<i64>,
+    /// The raw `arguments` JSON.
+    pub arguments: Option<&'a str>,
+    /// The trace the call belongs to (32 hex digits).
+    pub trace_id: Option<&'a str>,
+}
+
+impl CallLogPolicy {
+    /// Whether call lines are wanted at all (so callers can skip building a record).
+    pub fn enabled(&self) -> bool {
+        tracing::enabled!(target: CALL_TARGET, tracing::Level::INFO)
+    }
+
+    /// The `arguments` field for a record, per policy.
+    pub fn arguments_field(&self, raw: Option<&str>) -> Option<String> {
+        let raw = raw?;
+        match self.arguments {
+            ArgumentLogging::None => None,
+            ArgumentLogging::Redacted => Some(redact::argument_names(raw)),
+            ArgumentLogging::Full => Some(
+                redact::capped(&self.redactor.scrub(raw), redact::MAX_LOGGED_ARGUMENTS)
+                    .into_owned(),
+            ),
+        }
+    }
+
+    /// Writes the line for a call.
+    pub fn emit(&self, record: &CallRecord<'_>) {
+        if !self.enabled() {
+            return;
+        }
+        let session = record.session.map(redact::session_tag);
+        let error = record.error.map(|e| {
+            redact::capped(&self.redactor.scrub(e), redact::MAX_LOGGED_ERROR).into_owned()
+        });
+        let arguments = self.arguments_field(record.arguments);
+        let duration_ms = (record.duration.as_secs_f64() * 1_000_000.0).round() / 1000.0;
+        tracing::info!(
+            target: CALL_TARGET,
+            call_id = record.call_id,
+            session = session.as_deref().unwrap_or("-"),
+            upstream = record.upstream,
+            tool = record.tool,
+            duration_ms,
+            outcome = record.outcome.as_str(),
+            retries = record.retries,
+            error = error.as_deref(),
+            error_code = record.error_code,
+            arguments = arguments.as_deref(),
+            trace_id = record.trace_id,
+            "tool call"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arguments_field_follows_the_policy() {
+        let raw = r#"{"message":"my password is hunter22","n":1}"#;
+        let mut policy = CallLogPolicy {
+            arguments: ArgumentLogging::Redacted,
+            redactor: Redactor::new(["hunter22".to_owned()]),
+        };
+        assert_eq!(
+            policy.arguments_field(Some(raw)).as_deref(),
+            Some(r#"{"message":"<redacted>","n":"<redacted>"}"#)
+        );
+        policy.arguments = ArgumentLogging::None;
+        assert_eq!(policy.arguments_field(Some(raw)), None);
+        policy.arguments = ArgumentLogging::Full;
+        assert_eq!(
+            policy.arguments_field(Some(raw)).as_deref(),
+            Some(r#"{"message":"my password is <redacted>","n":1}"#)
+        );
+        assert_eq!(policy.arguments_field(None), None);
+        assert_eq!(
+            CallLogPolicy::default().arguments,
+            ArgumentLogging::Redacted,
+            "values are hidden unless configured otherwise"
+        );
+    }
+
+    /// Collects what a subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn json_lines(policy: &CallLogPolicy, record: &CallRecord<'_>) -> Vec<serde_json::Value> {
+        let out = Captured::default();
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter("manifold::call=info")
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || policy.emit(record));
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_call_line_names_the_call_and_hides_values_secrets_and_the_session_id() {
+        let policy = CallLogPolicy {
+            arguments: ArgumentLogging::Redacted,
+            redactor: Redactor::new(["tok-abcdef".to_owned()]),
+        };
+        let record = CallRecord {
+            call_id: "0123456789abcdef",
+            session: Some("k1.sealed-session-id"),
+            upstream: "peer",
+            tool: "echo",
+            duration: Duration::from_micros(1500),
+            outcome: CallOutcome::UpstreamError,
+            retries: 1,
+            error: Some("could not reach https://api/?key=tok-abcdef"),
+            error_code: None,
+            arguments: Some(r#"{"message":"private words"}"#),
+            trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+        };
+        let lines = json_lines(&policy, &record);
+        assert_eq!(lines.len(), 1);
+        let line = &lines[0];
+        assert_eq!(line["target"], CALL_TARGET);
+        assert_eq!(line["level"], "INFO");
+        let f = &line["fields"];
+        assert_eq!(f["message"], "tool call");
+        assert_eq!(f["call_id"], "0123456789abcdef");
+        assert_eq!(f["session"], redact::session_tag("k1.sealed-session-id"));
+        assert_eq!(f["upstream"], "peer");
+        assert_eq!(f["tool"], "echo");
+        assert_eq!(f["duration_ms"], 1.5);
+        assert_eq!(f["outcome"], "upstream_error");
+        assert_eq!(f["retries"], 1);
+        assert_eq!(f["error"], "could not reach https://api/?key=<redacted>");
+        assert_eq!(f["arguments"], r#"{"message":"<redacted>"}"#);
+        assert_eq!(f["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        let text = line.to_string();
+        for hidden in ["private words", "tok-abcdef", "sealed-session-id"] {
+            assert!(!text.contains(hidden), "{hidden} leaked: {text}");
+        }
+    }
+
+    #[test]
+    fn nothing_is_written_when_call_lines_are_off() {
+        let out = Captured::default();
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter("warn")
+            .with_writer(move || sink.clone())
+            .finish();
+        let policy = CallLogPolicy::default();
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(!policy.enabled());
+            policy.emit(&CallRecord {
+                call_id: "x",
+                session: None,
+                upstream: "peer",
+                tool: "echo",
+                duration: Duration::ZERO,
+                outcome: CallOutcome::Ok,
+                retries: 0,
+                error: None,
+                error_code: None,
+                arguments: None,
+                trace_id: None,
+            });
+        });
+        assert!(out.0.lock().unwrap().is_empty());
+    }
+}
