@@ -337,6 +337,36 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
         (43_200_000 - 3_600_000..=43_200_000).contains(&wait),
         "{wait}"
     );
+
+    // The same refusal tells a plain HTTP client how long to wait, in whole seconds.
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "peer__echo", "arguments": {"message": "hi"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "attacks-authz", "version": "1"}
+        }
+    }});
+    let raw = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "peer__echo")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 200);
+    let seconds: u64 = raw.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((43_200 - 3_600..=43_200).contains(&seconds), "{seconds}");
+    let answered: Value = serde_json::from_str(&raw.text().await.unwrap()).unwrap();
+    assert_eq!(answered["error"]["code"], -32006, "{answered}");
 }
 
 #[tokio::test]

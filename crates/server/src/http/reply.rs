@@ -23,6 +23,29 @@ pub fn json(status: StatusCode, body: impl Into<String>) -> Response {
     r
 }
 
+/// A call's JSON answer. A rate-limit refusal also carries `Retry-After` (in seconds), so an HTTP
+/// client or proxy that knows nothing of JSON-RPC still backs off; the status stays that of the
+/// answer, because MCP clients read JSON-RPC errors from 200 replies.
+pub fn json_answer(status: StatusCode, body: String) -> Response {
+    let retry_after = retry_after_secs(&body);
+    let mut r = json(status, body);
+    if let Some(secs) = retry_after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    r
+}
+
+/// The wait a rate-limit refusal asks for; the substring test keeps ordinary answers from being
+/// decoded twice.
+fn retry_after_secs(body: &str) -> Option<u64> {
+    if !body.contains("retryAfterMs") {
+        return None;
+    }
+    let message = Message::decode(body.as_bytes()).ok()?;
+    manifold_gateway::rate_limit::retry_after_secs_of(&message)
+}
+
 /// A JSON-RPC error response with an HTTP status.
 pub fn rpc_error(status: StatusCode, id: Option<&Id>, error: &ErrorObject) -> Response {
     json(

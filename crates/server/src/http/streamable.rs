@@ -101,7 +101,7 @@ pub(crate) async fn deliver(
     log.wait_for_output().await;
     guard.0 = None;
     if let Some(data) = log.sole_event_if_finished() {
-        return super::metering::answered(reply::json(json_status(&data), data.to_string()));
+        return super::metering::answered(reply::json_answer(json_status(&data), data.to_string()));
     }
     if log.finished_at().is_some() && log.appended() == 0 {
         return reply::error(
