@@ -75,6 +75,19 @@ pub struct Caller {
     pub groups: Vec<String>,
     /// Scopes granted to the identity.
     pub scopes: Vec<String>,
+    /// The bearer token the caller presented, kept only so that servers configured with
+    /// `token_passthrough = true` can be sent it; never logged.
+    pub bearer: Option<BearerToken>,
+}
+
+/// A caller's raw bearer token; its `Debug` never shows it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct BearerToken(pub Arc<str>);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(<redacted>)")
+    }
 }
 
 /// The W3C trace context headers of one request, raw.

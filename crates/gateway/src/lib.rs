@@ -22,6 +22,6 @@ pub mod tasks;
 pub mod truncate;
 pub mod upstream;
 
-pub use context::{Caller, ClientView, DownstreamPeer, RequestContext, SilentPeer, TraceHeaders};
+pub use context::{BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, SilentPeer, TraceHeaders};
 pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
 pub use upstream::{RestartPolicy, Scope, Status, UpstreamDefinition};

@@ -822,6 +822,7 @@ mod tests {
             name: name.to_owned(),
             groups: groups.iter().map(|s| (*s).to_owned()).collect(),
             scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            bearer: None,
         }
     }
 

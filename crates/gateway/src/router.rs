@@ -50,6 +50,21 @@ impl Gateway {
     /// request's own id). Notifications tied to the request go out through `ctx.peer` first.
     /// Dropping the returned future cancels the upstream call.
     pub async fn handle(&self, ctx: &RequestContext, request: &Message) -> Message {
+        // The caller's own token rides with this task; only transports of servers configured
+        // with `token_passthrough = true` ever read it.
+        let bearer = ctx
+            .caller
+            .as_ref()
+            .and_then(|c| c.bearer.as_ref())
+            .map(|t| std::sync::Arc::clone(&t.0));
+        manifold_upstream::auth::passthrough::with_caller_token(
+            bearer,
+            self.handle_as(ctx, request),
+        )
+        .await
+    }
+
+    async fn handle_as(&self, ctx: &RequestContext, request: &Message) -> Message {
         let id = request.id();
         let Some(method) = request.method() else {
             return error(id, ErrorCode::InvalidRequest, "expected a request");

@@ -78,6 +78,7 @@ fn person(name: &str, groups: &[&str]) -> Option<Arc<Caller>> {
         name: name.to_owned(),
         groups: strings(groups),
         scopes: Vec::new(),
+        bearer: None,
     }))
 }
 

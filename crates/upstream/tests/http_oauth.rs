@@ -781,9 +781,12 @@ async fn login_stores_credentials_that_a_later_client_uses_without_the_user() {
 async fn passthrough_sends_the_callers_token_and_only_within_its_request() {
     let servers = Servers::start(|w| w.accept_no_token = true).await;
     let conn = open(servers.spec(HttpAuth::Passthrough)).await.unwrap();
-    with_caller_token(Some("caller-token".to_owned()), call_tool(&conn, "whoami"))
-        .await
-        .unwrap();
+    with_caller_token(
+        Some(std::sync::Arc::from("caller-token")),
+        call_tool(&conn, "whoami"),
+    )
+    .await
+    .unwrap();
     call_tool(&conn, "whoami").await.unwrap();
     conn.close().await;
     servers.with(|w| {

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use manifold_auth::bearer::query_carries_credential;
 use manifold_auth::{AuthError, Identity, WELL_KNOWN_PREFIX};
-use manifold_gateway::Caller;
+use manifold_gateway::{BearerToken, Caller};
 use manifold_wire::{ErrorCode, meta};
 use tracing::Instrument as _;
 
@@ -53,11 +53,12 @@ pub(crate) fn current_binding() -> Option<String> {
     AUTHENTICATED.try_with(|a| a.binding.clone()).ok().flatten()
 }
 
-fn caller_of(identity: &Identity) -> Caller {
+fn caller_of(identity: &Identity, bearer: Option<String>) -> Caller {
     Caller {
         name: identity.name.clone(),
         groups: identity.groups.clone(),
         scopes: identity.scopes.clone(),
+        bearer: bearer.map(|t| BearerToken(Arc::from(t))),
     }
 }
 
@@ -132,8 +133,10 @@ pub(crate) async fn require(
             return refusal(auth, &error);
         }
     };
+    // The token just authenticated, kept for servers that take the caller's own token.
+    let bearer = manifold_auth::bearer::bearer_token(&values).ok().flatten();
     let authenticated = Authenticated {
-        caller: Some(Arc::new(caller_of(&identity))),
+        caller: Some(Arc::new(caller_of(&identity, bearer))),
         binding: Some(identity.binding()),
     };
     if let Some(r) = foreign_session(&state, &request, authenticated.binding.as_deref()) {

@@ -14,8 +14,8 @@ tokio::task_local! {
 }
 
 /// Runs `work` with `token` as the caller's bearer token for passthrough servers.
-pub async fn with_caller_token<F: Future>(token: Option<String>, work: F) -> F::Output {
-    CALLER_TOKEN.scope(token.map(Arc::from), work).await
+pub async fn with_caller_token<F: Future>(token: Option<Arc<str>>, work: F) -> F::Output {
+    CALLER_TOKEN.scope(token, work).await
 }
 
 /// The caller's bearer token of the current task, if any.
@@ -37,7 +37,7 @@ mod tests {
     #[tokio::test]
     async fn the_token_is_seen_only_inside_its_scope_and_carried_into_spawned_work() {
         assert_eq!(caller_token(), None);
-        let inside = with_caller_token(Some("t1".to_owned()), async {
+        let inside = with_caller_token(Some(Arc::from("t1")), async {
             let here = caller_token();
             let spawned = tokio::spawn(carry(async { caller_token() }))
                 .await
