@@ -29,7 +29,8 @@
 //!   [`MAX_TRACKED_TASKS`]) is unknown.
 //!
 //! Every request reads the rules in force at that moment, so items a `list_changed` brings in,
-//! and rules a reload brings in ([`Gateway::replace_access`]), apply before anything is served.
+//! and rules a reload brings in ([`Gateway::reconfigure_with`], with its servers, or
+//! [`Gateway::replace_access`]), apply before anything is served.
 //! With no rules and no limits configured nothing here allocates.
 
 use std::collections::{HashMap, VecDeque};

@@ -592,7 +592,8 @@ impl Upstream {
         live.info = None;
         live.up_since = None;
         live.last_error = Some(cause.to_owned());
-        live.retry_at = Some(Instant::now() + retry_in);
+        // A wait too long to add (no such policy is configured) is "a moment", not a panic.
+        live.retry_at = Instant::now().checked_add(retry_in);
         live.after_crash |= crashed;
     }
 

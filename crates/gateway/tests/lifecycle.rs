@@ -1,8 +1,9 @@
 //! The gateway core's lifecycle against real upstream processes (the workspace's test peer over
 //! stdio): a reload applied by name and definition (`Gateway::reconfigure`), a refused reload
-//! that leaves everything as it was, a removed server that lets its running call finish, and
-//! the idle shutdown of a lazy upstream. Process ids come from `Upstream::describe`
-//! ("stdio CMD (pid N)").
+//! that leaves everything as it was, a removed server that lets its running call finish, the
+//! idle shutdown of a lazy upstream, a crashed upstream that keeps its lists while it restarts
+//! (and withdraws them in a crash loop), and the rules and pin policies a reload puts in force.
+//! Process ids come from `Upstream::describe` ("stdio CMD (pid N)").
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -427,6 +428,7 @@ async fn an_upstream_back_from_a_crash_with_the_same_lists_tells_sessions_nothin
             .filter(|p| *p != first)
     })
     .await;
+    g.rebuild();
     assert_eq!(list_raw(&g, 2, "tools/list").await, before);
     assert_eq!(list_changes(&mut events), []);
     let r = call(&g, 3, "crashing__echo", r#"{"message":"back"}"#).await;
@@ -467,4 +469,126 @@ async fn an_upstream_in_a_crash_loop_withdraws_its_tools() {
         "{gone}"
     );
     g.shutdown().await;
+}
+
+/// The names in a `tools/list` answer.
+fn names_in(list: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(list).unwrap();
+    v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reload_puts_new_rules_and_pin_policies_in_force_with_its_servers_and_only_then() {
+    use manifold_gateway::pins::{OnChange, PinStore, Pins};
+    use manifold_gateway::policy::{Effect, Policy, RuleSpec};
+    use manifold_gateway::rate_limit::RateLimits;
+    use manifold_gateway::reconfigure::AccessChange;
+    use std::collections::HashMap;
+
+    let dir = std::env::temp_dir().join(format!(
+        "manifold-gateway-lifecycle-access-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pins = Pins::open(
+        PinStore::in_dir(&dir),
+        HashMap::from([("peer".to_owned(), OnChange::Warn)]),
+    );
+    let settings = GatewaySettings {
+        pins: Some(Arc::new(pins)),
+        ..GatewaySettings::default()
+    };
+    let mut peer = peer_def("peer", &[]);
+    if let Target::Stdio(spec) = &mut peer.target {
+        spec.args
+            .extend(["--behaviour".to_owned(), "rug-pull".to_owned()]);
+    }
+    let g = Gateway::start(settings, vec![peer.clone()]);
+    g.wait_started(HANG_GUARD).await;
+    // The first call pulls the rug: echo's definition changes; "warn" still serves it.
+    let first = call(&g, 1, "peer__echo", r#"{"message":"hi"}"#).await;
+    assert_eq!(first["content"][0]["text"], "hi");
+    let mut names = Vec::new();
+    for i in 0.. {
+        names = names_in(&list_raw(&g, 100 + i, "tools/list").await);
+        if names.contains(&"peer__added_later".to_owned()) {
+            break;
+        }
+        assert!(i < 3000, "the rug pull never reached the list: {names:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        names.contains(&"peer__echo".to_owned()) && names.contains(&"peer__add".to_owned()),
+        "{names:?}"
+    );
+    let access = || AccessChange {
+        rules: Some((
+            Policy::compile(vec![RuleSpec {
+                anonymous: true,
+                tools: vec!["peer__add".to_owned()],
+                ..RuleSpec::new(0, Effect::Deny)
+            }])
+            .unwrap(),
+            RateLimits::default(),
+        )),
+        pin_policies: Some(HashMap::from([("peer".to_owned(), OnChange::Block)])),
+    };
+
+    // A refused reload (its names collide) puts none of it in force.
+    let mut clash = peer_def("clash", &[]);
+    clash.prefix = "peer".to_owned();
+    let refused = g
+        .reconfigure_with(vec![peer.clone(), clash], access(), DRAIN)
+        .await;
+    assert!(
+        matches!(refused, Err(ReconfigureError::Collision(_))),
+        "{refused:?}"
+    );
+    assert_eq!(names_in(&list_raw(&g, 2, "tools/list").await), names);
+
+    let mut events = g.events();
+    let summary = g
+        .reconfigure_with(vec![peer], access(), DRAIN)
+        .await
+        .unwrap();
+    assert_eq!(summary.unchanged, ["peer"]);
+    let after = names_in(&list_raw(&g, 3, "tools/list").await);
+    assert!(
+        !after.contains(&"peer__add".to_owned()) && !after.contains(&"peer__echo".to_owned()),
+        "the rule hides add, the block policy withholds the changed echo: {after:?}"
+    );
+    assert!(after.contains(&"peer__added_later".to_owned()), "{after:?}");
+    let hidden = call(&g, 4, "peer__add", r#"{"a":1,"b":2}"#).await;
+    assert_eq!(
+        hidden["error"],
+        "unknown tool \"peer__add\"; did you mean \"peer__ask\"?"
+    );
+    let withheld = g
+        .handle(
+            &ctx(),
+            &Message::request(
+                &Id::Num(5),
+                "tools/call",
+                Some(r#"{"name":"peer__echo","arguments":{"message":"x"}}"#),
+            ),
+        )
+        .await;
+    assert_eq!(withheld.error_object().unwrap().code, -32007);
+    // New rules may change every list for someone: each list is announced once.
+    assert_eq!(
+        list_changes(&mut events),
+        [
+            GatewayEvent::ToolsChanged,
+            GatewayEvent::PromptsChanged,
+            GatewayEvent::ResourcesChanged
+        ]
+    );
+    g.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

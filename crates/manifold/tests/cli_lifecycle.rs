@@ -1145,3 +1145,97 @@ async fn an_idle_session_expires_with_its_children_while_one_with_an_open_stream
     assert_eq!(gw.wait_exit().code(), Some(0), "{}", gw.stderr());
     assert_eq!(survivors(&run), Vec::new());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reload re-applies the rules.
+
+/// The tool names a session's `tools/list` shows.
+async fn tool_names(mcp: &Mcp, sid: &str, id: u64) -> Vec<String> {
+    let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/list","params":{}});
+    let r = mcp
+        .post(Some(sid), "application/json", &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    v["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {v}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_applies_new_rules_to_live_sessions_before_serving_them() {
+    let dir = temp_dir("reload-rules");
+    let run = run_id("reload-rules");
+    let config = dir.join("manifold.toml");
+    let plain = [gateway_section(&dir, ""), server("peer", &run, &[], "")].concat();
+    write_config(&config, &plain);
+    let mut gw = Serving::start(&dir, &config);
+    let gw_pid = gw.pid();
+    let mcp = Mcp::new(&gw);
+    let children = wait_until("the peer's child", || {
+        let s = servers_of(gw_pid, &run);
+        (count(&s, "peer") == 1).then_some(s)
+    });
+    let sid = mcp.session().await;
+    let names = tool_names(&mcp, &sid, 1).await;
+    assert!(
+        names.contains(&"peer__add".to_owned()) && names.contains(&"peer__echo".to_owned()),
+        "{names:?}"
+    );
+    let (_, added) = mcp
+        .call(&sid, 2, "peer__add", json!({"a": 1, "b": 2}))
+        .await;
+    assert_eq!(added["result"]["isError"], false, "{added}");
+    let events = mcp.listen(&sid).await.collect_methods();
+
+    // Without authentication on loopback every caller is anonymous: the new rule hides the tool
+    // from this very session.
+    let guarded = format!(
+        "{plain}\n[[rules]]\nname = \"no-add\"\neffect = \"deny\"\nanonymous = true\ntools = [\"peer__add\"]\n"
+    );
+    write_config(&config, &guarded);
+    gw.wait_for_log("reloaded", 1);
+    let logged = gw.stderr();
+    assert!(
+        logged.contains("added: none; removed: none; changed (restarted): none; unchanged: peer; [[rules]] and [rate_limits]: replaced"),
+        "{logged}"
+    );
+    assert!(
+        !logged.contains("apply only when Manifold restarts"),
+        "rules are not left for a restart: {logged}"
+    );
+    let names = tool_names(&mcp, &sid, 3).await;
+    assert!(
+        !names.contains(&"peer__add".to_owned()) && names.contains(&"peer__echo".to_owned()),
+        "{names:?}"
+    );
+    let (status, hidden) = mcp
+        .call(&sid, 4, "peer__add", json!({"a": 1, "b": 2}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    assert_eq!(
+        hidden["error"]["message"], "unknown tool \"peer__add\"; did you mean \"peer__ask\"?",
+        "{hidden}"
+    );
+    mcp.echo(&sid, 5, "peer").await;
+    wait_until("list_changed on the session's stream", || {
+        methods(&events)
+            .contains(&"notifications/tools/list_changed".to_owned())
+            .then_some(())
+    });
+    assert_eq!(
+        servers_of(gw_pid, &run),
+        children,
+        "a change of rules restarts no server"
+    );
+
+    gw.signal(Signal::SIGTERM);
+    assert_eq!(gw.wait_exit().code(), Some(0), "{}", gw.stderr());
+    assert_eq!(survivors(&run), Vec::new());
+}
