@@ -207,7 +207,8 @@ impl Shared {
     }
 
     /// POSTs one message, a legacy one after any session renewal under way. Returns the reply
-    /// and the session id the request carried.
+    /// and the session the exchange belongs to: the one the request carried, or the one the
+    /// response to `initialize` started (its reply stream is resumed in that session).
     async fn post(&self, message: &Message) -> Result<(Reply, Option<String>), UpstreamError> {
         self.post_with(message, true).await
     }
@@ -219,7 +220,7 @@ impl Shared {
         after_renewal: bool,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
         let method = message.method().unwrap_or("a response");
-        let (mut headers, session) = match self.era_of(message) {
+        let (mut headers, mut session) = match self.era_of(message) {
             MessageEra::Modern(revision) => {
                 let headers = modern_headers(message, &revision, &lock(&self.tools));
                 (headers, None)
@@ -242,12 +243,13 @@ impl Shared {
             .await
             .map_err(|e| e.into_upstream(&self.server, &format!("POST {} ({method})", self.url)))?;
         if method == meta::method::INITIALIZE && response.status().is_success() {
-            self.remember_session(&response);
+            session = self.remember_session(&response);
         }
         Ok((classify(response).await, session))
     }
 
-    fn remember_session(&self, response: &reqwest::Response) {
+    /// Takes the session an `initialize` response started as the live one, and returns it.
+    fn remember_session(&self, response: &reqwest::Response) -> Option<String> {
         let session = response
             .headers()
             .get(meta::header::SESSION_ID)
@@ -257,7 +259,8 @@ impl Shared {
         if session.is_none() && response.headers().contains_key(meta::header::SESSION_ID) {
             tracing::warn!(server = %self.server, "the server's session id holds characters a session id may not; ignored");
         }
-        lock(&self.state).session = session;
+        lock(&self.state).session.clone_from(&session);
+        session
     }
 
     async fn hand_up(&self, item: Inbound) -> bool {
