@@ -13,6 +13,7 @@ use manifold_config::Config;
 
 use crate::config_commands::config_path;
 use crate::report::{CliError, Outcome};
+use crate::timestamps::utc_rfc3339;
 
 #[derive(Debug, Subcommand)]
 pub enum KeysAction {
@@ -149,9 +150,11 @@ fn list(config: Option<&Path>, json: bool) -> Result<Outcome, CliError> {
                 k.id.clone(),
                 list_or_dash(&k.scopes),
                 list_or_dash(&k.groups),
-                utc(k.created),
-                k.revoked
-                    .map_or_else(|| "active".to_owned(), |t| format!("revoked {}", utc(t))),
+                utc_rfc3339(k.created),
+                k.revoked.map_or_else(
+                    || "active".to_owned(),
+                    |t| format!("revoked {}", utc_rfc3339(t)),
+                ),
             ]
         })
         .collect();
@@ -193,41 +196,7 @@ fn record_json(k: &KeyRecord) -> serde_json::Value {
         "id": k.id,
         "scopes": k.scopes,
         "groups": k.groups,
-        "created": utc(k.created),
-        "revoked": k.revoked.map(utc),
+        "created": utc_rfc3339(k.created),
+        "revoked": k.revoked.map(utc_rfc3339),
     })
-}
-
-/// Seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar,
-/// by the days-to-civil algorithm).
-fn utc(secs: u64) -> String {
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_shown_in_utc() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_795_000_000), "2026-11-18T11:06:40Z");
-    }
 }

@@ -14,6 +14,7 @@ mod pins_commands;
 mod report;
 mod serve;
 mod telemetry_setup;
+mod timestamps;
 
 use std::process::ExitCode;
 

@@ -15,6 +15,7 @@ use manifold_gateway::pins::{PIN_FILE_POLL, PinFile, PinStore};
 
 use crate::config_commands::config_path;
 use crate::report::{CliError, Outcome};
+use crate::timestamps::utc_rfc3339;
 
 /// Hex digits of a digest shown in the human listing (the JSON has them whole).
 const SHOWN_DIGEST_HEX: usize = 16;
@@ -132,7 +133,7 @@ fn render(config: &Config, store: &PinStore, file: &PinFile) -> String {
                 None => out.push_str(&format!(
                     "  {tool:<width$}  pinned   {}  since {}\n",
                     short(&pin.sha256),
-                    utc_time(pin.pinned_at)
+                    utc_rfc3339(pin.pinned_at)
                 )),
                 Some(change) => {
                     let members = if change.fields.is_empty() {
@@ -144,7 +145,7 @@ fn render(config: &Config, store: &PinStore, file: &PinFile) -> String {
                         "  {tool:<width$}  CHANGED  {} -> {}  seen {}: {members} changed; approve with `manifold pins approve {server}`\n",
                         short(&pin.sha256),
                         short(&change.seen),
-                        utc_time(change.seen_at)
+                        utc_rfc3339(change.seen_at)
                     ));
                 }
             }
@@ -179,40 +180,4 @@ pub fn approve(given: Option<&Path>, server: &str) -> Result<Outcome, CliError> 
         );
     }
     Ok(Outcome::Success)
-}
-
-/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil calendar, proleptic
-/// Gregorian), without a date library.
-fn utc_time(seconds: u64) -> String {
-    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
-    let rest = seconds % 86_400;
-    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_times_are_civil_dates() {
-        assert_eq!(utc_time(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc_time(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc_time(1_764_417_845), "2025-11-29 12:04:05 UTC");
-        assert_eq!(utc_time(4_107_542_399), "2100-02-28 23:59:59 UTC");
-    }
 }
