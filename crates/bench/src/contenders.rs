@@ -92,7 +92,31 @@ pub struct Launcher {
     pub workdir: PathBuf,
     pub node: Option<Result<NodeContenders, String>>,
     pub python: Option<Result<PythonContender, String>>,
+    /// Whether this manifold accepts `[telemetry] call_log = false` (older builds do not).
+    manifold_call_log_setting: bool,
     started: AtomicUsize,
+}
+
+/// The configuration that turns Manifold's line per tool call off: every contender runs without
+/// per-request logging (supergateway `--logLevel none`, mcp-proxy (PyPI) `--log-level WARNING`,
+/// mcp-proxy (npm) logs none by default), so figures measure forwarding, not log formatting.
+const QUIET_CALL_LOG: &str = "\n[telemetry]\ncall_log = false\n";
+
+/// Whether `manifold check` accepts the quiet call-log setting.
+fn accepts_call_log_setting(manifold: &Path, workdir: &Path) -> bool {
+    let probe = workdir.join("call-log-probe.toml");
+    if std::fs::write(&probe, QUIET_CALL_LOG).is_err() {
+        return false;
+    }
+    let accepted = std::process::Command::new(manifold)
+        .arg("check")
+        .arg(&probe)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_file(&probe);
+    accepted
 }
 
 /// A contender that is up, and the processes it needs.
@@ -134,12 +158,14 @@ impl Launcher {
         node: Option<Result<NodeContenders, String>>,
         python: Option<Result<PythonContender, String>>,
     ) -> Self {
+        let manifold_call_log_setting = accepts_call_log_setting(&manifold, &workdir);
         Launcher {
             manifold,
             echo,
             workdir,
             node,
             python,
+            manifold_call_log_setting,
             started: AtomicUsize::new(0),
         }
     }
@@ -215,6 +241,9 @@ impl Launcher {
             "# Written by manifold-bench for one run.\n[gateway]\ndata_dir = {}\n",
             toml_string(&data_dir.to_string_lossy())
         );
+        if self.manifold_call_log_setting {
+            text.push_str(QUIET_CALL_LOG);
+        }
         let echo = toml_string(&self.echo.to_string_lossy());
         match (upstream, http_url) {
             (Upstream::Http, Some(url)) => {
@@ -370,7 +399,10 @@ impl Launcher {
     pub fn describe(&self, kind: Kind) -> String {
         match kind {
             Kind::Direct => "manifold-echo http (the client talks to the echo server itself)".to_owned(),
-            Kind::Manifold => "manifold serve --config <generated> --listen 127.0.0.1:0".to_owned(),
+            Kind::Manifold if self.manifold_call_log_setting => {
+                "manifold serve --config <generated, with [telemetry] call_log = false> --listen 127.0.0.1:0".to_owned()
+            }
+            Kind::Manifold => "manifold serve --config <generated; this build has no call_log setting> --listen 127.0.0.1:0".to_owned(),
             Kind::Supergateway => "node supergateway --stdio 'manifold-echo stdio' --outputTransport streamableHttp --stateful --port P --logLevel none".to_owned(),
             Kind::McpProxyNpm => "node mcp-proxy --host 127.0.0.1 --port P --server stream -- manifold-echo stdio".to_owned(),
             Kind::McpProxyPy => "mcp-proxy --host 127.0.0.1 --port P --log-level WARNING -- manifold-echo stdio".to_owned(),
