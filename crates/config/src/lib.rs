@@ -33,9 +33,7 @@ pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
 pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
-pub use load::lifecycle::{
-    DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings,
-};
+pub use load::lifecycle::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings};
 pub use load::telemetry::TelemetrySettings;
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};

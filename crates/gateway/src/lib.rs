@@ -11,10 +11,10 @@ pub mod context;
 pub mod drain;
 pub mod gateway;
 pub mod mrtr;
-pub mod policy;
 pub mod pins;
-pub mod reconfigure;
+pub mod policy;
 pub mod rate_limit;
+pub mod reconfigure;
 pub mod router;
 pub mod server_requests;
 pub mod sessions;
@@ -22,6 +22,8 @@ pub mod tasks;
 pub mod truncate;
 pub mod upstream;
 
-pub use context::{BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, SilentPeer, TraceHeaders};
+pub use context::{
+    BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, SilentPeer, TraceHeaders,
+};
 pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
 pub use upstream::{RestartPolicy, Scope, Status, UpstreamDefinition};

@@ -202,7 +202,10 @@ async fn only_a_passthrough_server_receives_the_callers_own_token() {
     // Each call to the passthrough server carried its own caller's token, in order.
     assert_eq!(
         *passing.authorizations.lock().unwrap(),
-        vec![Some(format!("Bearer {alice}")), Some(format!("Bearer {bob}"))]
+        vec![
+            Some(format!("Bearer {alice}")),
+            Some(format!("Bearer {bob}"))
+        ]
     );
     // The other server got the call and no credential at all.
     assert_eq!(*keeping.authorizations.lock().unwrap(), vec![None]);
