@@ -28,6 +28,9 @@ pub struct Config {
     pub lifecycle: crate::load::lifecycle::LifecycleSettings,
     /// The `[telemetry]` section: metrics, traces and call log lines.
     pub telemetry: crate::load::telemetry::TelemetrySettings,
+    /// Per server: how many times idempotent tool calls are retried, and which tools count as
+    /// idempotent beyond their `idempotentHint`.
+    pub retries: crate::load::retry_policy::RetrySettings,
     secrets: Vec<Secret>,
 }
 
@@ -47,6 +50,7 @@ impl Config {
             auth: crate::auth::AuthSettings::default(),
             lifecycle: crate::load::lifecycle::LifecycleSettings::default(),
             telemetry: crate::load::telemetry::TelemetrySettings::default(),
+            retries: crate::load::retry_policy::RetrySettings::default(),
             secrets,
         }
     }

@@ -34,6 +34,7 @@ pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
 pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
 pub use load::lifecycle::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings};
+pub use load::retry_policy::{RetrySettings, ServerRetry};
 pub use load::telemetry::TelemetrySettings;
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};

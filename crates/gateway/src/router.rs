@@ -512,6 +512,9 @@ impl Gateway {
         let down_at_start = self.upstream(server).is_some_and(|u| {
             u.def.scope == crate::upstream::Scope::Shared && u.connection().is_err()
         });
+        let max_retries = self
+            .upstream(server)
+            .map_or(MAX_CALL_RETRIES, |u| u.def.max_retries);
         loop {
             let outcome = self.forward(ctx, server, outgoing).await;
             let retryable = matches!(
@@ -520,10 +523,11 @@ impl Gateway {
                     | UpstreamError::Connect { .. }
                     | UpstreamError::Timeout { .. })
             );
-            if !(idempotent && retryable && !down_at_start && retries < MAX_CALL_RETRIES) {
+            if !(idempotent && retryable && !down_at_start && retries < max_retries) {
                 return (outcome, retries);
             }
             retries += 1;
+            self.settings().telemetry.metrics.retried(server);
             let wait = CALL_RETRY_BACKOFF.saturating_mul(1 << (retries - 1));
             tracing::warn!(server, retry = retries, error = ?outcome.err(), "retrying an idempotent tool call");
             tokio::time::sleep(wait).await;

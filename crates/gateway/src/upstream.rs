@@ -65,6 +65,9 @@ pub struct UpstreamDefinition {
     pub restart: RestartPolicy,
     /// Tools whose calls may be retried whatever their `idempotentHint` says (configuration).
     pub idempotent_tools: ToolFilter,
+    /// How many times an idempotent call is tried again after its upstream died, refused the
+    /// connection or timed out (`[servers.NAME] retries`).
+    pub max_retries: u32,
     /// Start only when a client first needs the gateway (`startup = "lazy"`).
     pub lazy: bool,
     /// For a lazy upstream: stop its connection (its child process) after this long without a
@@ -126,6 +129,7 @@ impl UpstreamDefinition {
             scope: Scope::Shared,
             restart: RestartPolicy::default(),
             idempotent_tools: Arc::new(|_| false),
+            max_retries: crate::router::MAX_CALL_RETRIES,
             lazy: false,
             idle_shutdown: None,
             tools_key: String::new(),
@@ -148,6 +152,7 @@ impl UpstreamDefinition {
             && self.restart == other.restart
             && self.lazy == other.lazy
             && self.idle_shutdown == other.idle_shutdown
+            && self.max_retries == other.max_retries
     }
 
     /// The idle limit that applies: only lazy upstreams are stopped when idle.

@@ -584,6 +584,35 @@ async fn an_idempotent_call_is_retried_when_its_server_dies_and_says_so_in_meta(
 }
 
 #[tokio::test]
+async fn the_retry_count_is_configurable_and_each_retry_is_counted_in_metrics() {
+    let mut def = peer_def("dies", &["--behaviour", "exit-mid-call"]);
+    fast_restarts(&mut def);
+    def.idempotent_tools = Arc::new(|name| name == "echo");
+    def.max_retries = 3;
+    let g = started(vec![def]).await;
+    let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
+    let r = call_tool(
+        &g,
+        &c,
+        1,
+        r#"{"name":"dies__echo","arguments":{"message":"x"}}"#,
+    )
+    .await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["_meta"]["io.manifold/retries"], 3, "{r}");
+    let scraped = g
+        .settings()
+        .telemetry
+        .metrics
+        .encode(&manifold_telemetry::metrics::Snapshot::default());
+    assert!(
+        scraped.contains("manifold_tool_call_retries_total{upstream=\"dies\"} 3"),
+        "{scraped}"
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_call_that_is_not_idempotent_is_never_retried() {
     let mut def = peer_def("dies", &["--behaviour", "exit-mid-call"]);
     fast_restarts(&mut def);

@@ -87,9 +87,14 @@ pub fn upstream_definitions(config: &Config) -> Vec<UpstreamDefinition> {
             def.max_timeout = Some(s.max_timeout);
             def.client_capabilities = FORWARDED_CAPABILITIES.to_owned();
             let tools = s.tools.clone();
-            // The filter's canonical form, so a reload can tell whether it changed.
-            def.tools_key = format!("{tools:?}");
+            let retry = config.retries.of(&s.name);
+            // The filters' canonical form, so a reload can tell whether they changed.
+            def.tools_key = format!("{tools:?} {:?}", retry.idempotent_tools);
             def.tools_allowed = Arc::new(move |name| tools.allows(name));
+            def.max_retries = retry.retries;
+            if let Some(idempotent) = retry.idempotent_filter() {
+                def.idempotent_tools = Arc::new(move |name| idempotent.allows(name));
+            }
             def.lazy = s.startup == manifold_config::Startup::Lazy;
             def.idle_shutdown = config.lifecycle.idle_shutdown_of(&s.name);
             def.scope = match &s.kind {

@@ -199,6 +199,7 @@ pub struct Metrics {
     upstream_state: Family<UpstreamStateLabels, Gauge>,
     upstream_restarts: Family<UpstreamLabels, Counter>,
     upstream_last_restart: Family<UpstreamLabels, TimestampGauge>,
+    tool_call_retries: Family<UpstreamLabels, Counter>,
     bytes_in: Counter,
     bytes_out: Counter,
     rejected: Vec<Counter>,
@@ -285,6 +286,12 @@ impl Metrics {
             "Unix time at which an upstream last came back up after a restart",
             upstream_last_restart.clone(),
         );
+        let tool_call_retries = Family::<UpstreamLabels, Counter>::default();
+        registry.register(
+            "manifold_tool_call_retries",
+            "Idempotent tool calls tried again after their upstream died, refused or timed out, by upstream",
+            tool_call_retries.clone(),
+        );
         let bytes = Family::<DirectionLabels, Counter>::default();
         registry.register(
             "manifold_http_bytes",
@@ -313,6 +320,7 @@ impl Metrics {
             upstream_state,
             upstream_restarts,
             upstream_last_restart,
+            tool_call_retries,
             bytes_in,
             bytes_out,
             rejected,
@@ -320,6 +328,15 @@ impl Metrics {
             last_restart_seen: Mutex::new(HashMap::new()),
             scrape: Mutex::new(()),
         }
+    }
+
+    /// Counts one retry of an idempotent tool call to `upstream` (a configured name: bounded).
+    pub fn retried(&self, upstream: &str) {
+        self.tool_call_retries
+            .get_or_create(&UpstreamLabels {
+                upstream: upstream.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one request by method, era and outcome.

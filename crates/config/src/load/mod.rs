@@ -5,6 +5,7 @@ mod auth;
 mod gateway;
 pub(crate) mod lifecycle;
 mod reader;
+pub(crate) mod retry_policy;
 mod rules;
 mod servers;
 pub(crate) mod telemetry;
@@ -91,6 +92,7 @@ pub(crate) fn load_text(
     let auth = auth::read_auth(&mut reader, root.get("auth"));
     let lifecycle = lifecycle::read_lifecycle(&mut reader, root, &servers);
     let telemetry = telemetry::read_telemetry(&mut reader, root.get("telemetry"));
+    let retries = retry_policy::read_retry_policy(&mut reader, root);
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -98,5 +100,6 @@ pub(crate) fn load_text(
     config.lifecycle = lifecycle;
     config.auth = auth;
     config.telemetry = telemetry;
+    config.retries = retries;
     Ok(config)
 }

@@ -48,6 +48,9 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "on_change",
     // Read by load/lifecycle.rs.
     "idle_shutdown",
+    // Read by load/retry_policy.rs.
+    "retries",
+    "idempotent_tools",
 ];
 
 const STDIO_ONLY: &[&str] = &["args", "env", "env_allow", "cwd", "scope", "idle_shutdown"];
