@@ -146,7 +146,7 @@ async fn a_cancelled_call_is_never_answered_and_the_connection_goes_on() {
 async fn a_listen_stream_acknowledges_and_forwards_changes_until_cancelled() {
     let mut c = Client::start(vec![
         peer_def("SERVER", &[]),
-        peer_def("flaky", &["--behaviour", "exit-mid-call"]),
+        peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
     ])
     .await;
     c.send(&modern_body(

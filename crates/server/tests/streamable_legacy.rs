@@ -329,7 +329,7 @@ async fn the_get_stream_carries_list_changes_of_the_session() {
     let live = serve(
         gateway(vec![
             peer_def("SERVER", &[]),
-            peer_def("flaky", &["--behaviour", "exit-mid-call"]),
+            peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
         ])
         .await,
         |_| {},
@@ -348,7 +348,7 @@ async fn the_get_stream_carries_list_changes_of_the_session() {
     let mut stream = Events::of(r);
     let priming = stream.next().await.unwrap();
     assert!(priming.id.unwrap().ends_with(".0.0"));
-    // The flaky upstream exits on a call: its tools disappear, and the session hears of it.
+    // The flaky upstream changes its tools after a call (and says so): the session hears of it.
     let _ = live
         .session_post(&sid, r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"flaky__echo","arguments":{"message":"x"}}}"#)
         .send()

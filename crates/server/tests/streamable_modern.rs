@@ -263,7 +263,7 @@ async fn subscriptions_listen_acknowledges_first_then_forwards_changes_tagged_wi
     let live = serve(
         gateway(vec![
             peer_def("SERVER", &[]),
-            peer_def("flaky", &["--behaviour", "exit-mid-call"]),
+            peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
         ])
         .await,
         |_| {},
