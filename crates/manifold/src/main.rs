@@ -22,6 +22,11 @@ use clap::Parser;
 
 use args::{Cli, Command};
 
+/// mimalloc instead of glibc malloc: a forwarded call allocates a few dozen small blocks across
+/// worker threads, which glibc serves slowly and under arena locks (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `--json '{...}'` on `call` gives arguments; a bare `--json` asks for raw output. Telling them
 /// apart needs a look at the next word, which clap cannot take.
 fn split_json_flag(argv: Vec<String>) -> Vec<String> {

@@ -393,17 +393,15 @@ impl Connection {
 /// there already (a gateway passing on its client's capabilities) are kept.
 fn with_modern_meta(message: &Message, m: &ModernMeta) -> Result<Message, patch::PatchError> {
     let rev = manifold_wire::id::json_string(m.revision.as_str());
-    let mut message = message.clone();
-    for (key, value) in [
-        (meta::PROTOCOL_VERSION, rev.as_str()),
-        (meta::CLIENT_CAPABILITIES, m.capabilities.as_str()),
-        (meta::CLIENT_INFO, m.client_info.as_str()),
-    ] {
-        if message.params_raw(&["_meta", key]).is_none() {
-            message = message.patch(patch::Part::Params, &["_meta", key], value)?;
-        }
-    }
-    Ok(message)
+    message.patch_missing(
+        patch::Part::Params,
+        &["_meta"],
+        &[
+            (meta::PROTOCOL_VERSION, rev.as_str()),
+            (meta::CLIENT_CAPABILITIES, m.capabilities.as_str()),
+            (meta::CLIENT_INFO, m.client_info.as_str()),
+        ],
+    )
 }
 
 impl Inner {

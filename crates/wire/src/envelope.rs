@@ -541,14 +541,45 @@ impl Message {
         let Some(span) = self.id_span.clone() else {
             return self.clone();
         };
-        let new = id.to_json();
+        let mut out = self.with_span_replaced(span, &id.to_json());
+        out.id = Some(id.clone());
+        out
+    }
+
+    /// The same message with the member value at `span` (params or result) replaced by `value`.
+    ///
+    /// The text around it is already a decoded envelope and `value` is valid JSON (the patch
+    /// functions check both), so only the depth guard has to be applied again: the envelope adds
+    /// one level to whatever `value` nests. Re-decoding the whole text instead cost a full parse
+    /// of every forwarded call (and of a 32 KiB argument) per patch.
+    pub(crate) fn with_member_value(
+        &self,
+        span: Range<usize>,
+        value: &str,
+    ) -> Result<Message, Fault> {
+        if max_depth(value.as_bytes(), MAX_JSON_DEPTH) + 1 > MAX_JSON_DEPTH {
+            return Err(Fault {
+                kind: FaultKind::TooDeep {
+                    limit: MAX_JSON_DEPTH,
+                },
+                id: self.id.clone(),
+            });
+        }
+        Ok(self.with_span_replaced(span, value))
+    }
+
+    /// The text with `span` replaced, and every member span moved to where its bytes now are.
+    fn with_span_replaced(&self, span: Range<usize>, new: &str) -> Message {
         let mut text = String::with_capacity(self.text.len() + new.len());
         text.push_str(self.text.get(..span.start).unwrap_or_default());
-        text.push_str(&new);
+        text.push_str(new);
         text.push_str(self.text.get(span.end..).unwrap_or_default());
-        let shift = |r: Range<usize>| -> Range<usize> {
-            if r.start >= span.end {
-                (r.start + new.len() - span.len())..(r.end + new.len() - span.len())
+        let new_end = span.start + new.len();
+        let moved = |r: Range<usize>| -> Range<usize> {
+            if r == span {
+                span.start..new_end
+            } else if r.start >= span.end {
+                (r.start - span.end + new_end)..(r.end - span.end + new_end)
             } else {
                 r
             }
@@ -556,16 +587,16 @@ impl Message {
         Message {
             text: Arc::from(text),
             kind: self.kind,
-            id: Some(id.clone()),
-            id_span: Some(span.start..span.start + new.len()),
+            id: self.id.clone(),
+            id_span: self.id_span.clone().map(moved),
             method: self.method.clone(),
-            params: self.params.clone().map(shift),
-            result: self.result.clone().map(shift),
-            error: self.error.clone().map(shift),
+            params: self.params.clone().map(moved),
+            result: self.result.clone().map(moved),
+            error: self.error.clone().map(moved),
         }
     }
 
-    /// Re-reads a patched text as a message (used by patching).
+    /// Re-reads a patched text as a message (used by patching when a member is added).
     ///
     /// This is the full decoder, depth guard included: a patch can nest a value deeper than the
     /// guard allows, and a message that exists must always re-decode from its own text.

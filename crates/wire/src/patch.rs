@@ -136,6 +136,104 @@ pub fn get_str(json: &str, path: &[&str]) -> Result<Option<String>, PatchError> 
     Ok(get(json, path)?.and_then(|raw| serde_json::from_str::<String>(raw).ok()))
 }
 
+fn check_replacement(value: &str) -> Result<(), PatchError> {
+    if serde_json::from_str::<IgnoredAny>(value).is_err()
+        || max_depth(value.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH
+    {
+        return Err(PatchError::BadReplacement(value.chars().take(64).collect()));
+    }
+    Ok(())
+}
+
+/// Which of `keys` are members of the object `json`.
+struct PresentKeys<'k>(&'k [&'k str]);
+
+impl<'de> Visitor<'de> for PresentKeys<'_> {
+    type Value = Vec<bool>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut present = vec![false; self.0.len()];
+        while let Some(k) = map.next_key_seed(KeySeed)? {
+            if let Some(i) = self.0.iter().position(|want| *want == k)
+                && let Some(slot) = present.get_mut(i)
+            {
+                *slot = true;
+            }
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(present)
+    }
+}
+
+/// `"k1":v1,"k2":v2` for raw JSON values.
+fn members_text<'a>(members: impl Iterator<Item = &'a (&'a str, &'a str)>) -> String {
+    let mut out = String::new();
+    for (key, value) in members {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&json_string(key));
+        out.push(':');
+        out.push_str(value);
+    }
+    out
+}
+
+/// Adds to the object at `path` each of `members` (key, raw JSON value) it lacks, in one splice,
+/// creating that object (and the ones on its way) when missing. Members already there keep their
+/// values. `None` when nothing was missing.
+///
+/// This is how a request gains several `_meta` defaults at once: one parse of the object instead
+/// of a lookup and a patch per key.
+pub fn set_missing(
+    json: &str,
+    path: &[&str],
+    members: &[(&str, &str)],
+) -> Result<Option<String>, PatchError> {
+    for (_, value) in members {
+        check_replacement(value)?;
+    }
+    let mut obj = 0..json.len();
+    for (depth, key) in path.iter().enumerate() {
+        let inner = json.get(obj.clone()).unwrap_or_default();
+        match find_member(inner, key)? {
+            Some(r) => obj = (obj.start + r.start)..(obj.start + r.end),
+            None => {
+                let mut nested = format!("{{{}}}", members_text(members.iter()));
+                for k in path[depth + 1..].iter().rev() {
+                    nested = format!("{{{}:{}}}", json_string(k), nested);
+                }
+                return insert_member(json, obj, key, &nested).map(Some);
+            }
+        }
+    }
+    let inner = json.get(obj.clone()).unwrap_or_default();
+    if !is_object(inner) {
+        return Err(PatchError::NotAnObject(
+            inner.chars().take(32).collect(),
+            path.last().copied().unwrap_or_default().to_owned(),
+        ));
+    }
+    let keys: Vec<&str> = members.iter().map(|(k, _)| *k).collect();
+    let mut de = serde_json::Deserializer::from_str(inner);
+    let present = de
+        .deserialize_map(PresentKeys(&keys))
+        .map_err(|e| PatchError::Malformed(e.to_string()))?;
+    let missing = members_text(
+        members
+            .iter()
+            .zip(present)
+            .filter(|(_, there)| !there)
+            .map(|(m, _)| m),
+    );
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    insert_members(json, obj, &missing).map(Some)
+}
+
 fn splice(json: &str, at: Range<usize>, with: &str) -> String {
     let mut out = String::with_capacity(json.len() + with.len());
     out.push_str(json.get(..at.start).unwrap_or_default());
@@ -148,11 +246,7 @@ fn splice(json: &str, at: Range<usize>, with: &str) -> String {
 ///
 /// Existing members are replaced in place; a missing member is inserted first in its object.
 pub fn set(json: &str, path: &[&str], value: &str) -> Result<String, PatchError> {
-    if serde_json::from_str::<IgnoredAny>(value).is_err()
-        || max_depth(value.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH
-    {
-        return Err(PatchError::BadReplacement(value.chars().take(64).collect()));
-    }
+    check_replacement(value)?;
     let Some((last, parents)) = path.split_last() else {
         return Ok(value.to_owned());
     };
@@ -195,15 +289,22 @@ fn insert_member(
             key.to_owned(),
         ));
     }
-    let brace = obj.start + inner.find('{').unwrap_or(0);
+    insert_members(json, obj, &format!("{}:{}", json_string(key), value))
+}
+
+/// Inserts `members` (`"k":v,...`, at least one) first in the object spanning `obj`.
+fn insert_members(json: &str, obj: Range<usize>, members: &str) -> Result<String, PatchError> {
+    let inner = json.get(obj.clone()).unwrap_or_default();
+    let Some(open) = inner.find('{').filter(|_| is_object(inner)) else {
+        return Err(PatchError::NotAnObject(
+            inner.chars().take(32).collect(),
+            members.chars().take(32).collect(),
+        ));
+    };
+    let brace = obj.start + open;
     let after = json.get(brace + 1..obj.end).unwrap_or_default();
     let empty = after.trim_start().starts_with('}');
-    let member = format!(
-        "{}:{}{}",
-        json_string(key),
-        value,
-        if empty { "" } else { "," }
-    );
+    let member = format!("{members}{}", if empty { "" } else { "," });
     Ok(splice(json, (brace + 1)..(brace + 1), &member))
 }
 
@@ -217,28 +318,72 @@ pub enum Part {
 impl Message {
     /// Sets `path` inside the params or result to raw JSON `value`, leaving every other byte as is.
     pub fn patch(&self, part: Part, path: &[&str], value: &str) -> Result<Message, PatchError> {
+        self.patch_member(
+            part,
+            path,
+            |inner| set(inner, path, value).map(Some),
+            || {
+                check_replacement(value)?;
+                Ok(value.to_owned())
+            },
+        )
+    }
+
+    /// Adds to the object at `path` inside the params or result each of `members` (key, raw
+    /// JSON value) it lacks, in one splice; members already there keep their values.
+    pub fn patch_missing(
+        &self,
+        part: Part,
+        path: &[&str],
+        members: &[(&str, &str)],
+    ) -> Result<Message, PatchError> {
+        self.patch_member(
+            part,
+            path,
+            |inner| set_missing(inner, path, members),
+            || {
+                for (_, value) in members {
+                    check_replacement(value)?;
+                }
+                Ok(format!("{{{}}}", members_text(members.iter())))
+            },
+        )
+    }
+
+    /// Applies `edit` to the params (or result) text and splices its answer back in; a request
+    /// without params gains them, holding `path` set to `fresh()`.
+    fn patch_member(
+        &self,
+        part: Part,
+        path: &[&str],
+        edit: impl FnOnce(&str) -> Result<Option<String>, PatchError>,
+        fresh: impl FnOnce() -> Result<String, PatchError>,
+    ) -> Result<Message, PatchError> {
         let (span, name) = match part {
             Part::Params => (self.params_span(), "params"),
             Part::Result => (self.result_span(), "result"),
         };
         let text = self.as_str();
-        let new_text = match span {
+        match span {
             Some(span) => {
                 let inner = text.get(span.clone()).unwrap_or_default();
-                let patched = set(inner, path, value)?;
-                splice(text, span, &patched)
+                match edit(inner)? {
+                    Some(patched) => self
+                        .with_member_value(span, &patched)
+                        .map_err(PatchError::Broken),
+                    None => Ok(self.clone()),
+                }
             }
             None if matches!(part, Part::Params) && self.method().is_some() => {
-                // A request without params gains them.
-                let mut nested = value.to_owned();
+                let mut nested = fresh()?;
                 for k in path.iter().rev() {
                     nested = format!("{{{}:{}}}", json_string(k), nested);
                 }
-                insert_member(text, 0..text.len(), "params", &nested)?
+                let new_text = insert_member(text, 0..text.len(), "params", &nested)?;
+                Message::with_text(new_text).map_err(PatchError::Broken)
             }
-            None => return Err(PatchError::NoMember(name)),
-        };
-        Message::with_text(new_text).map_err(PatchError::Broken)
+            None => Err(PatchError::NoMember(name)),
+        }
     }
 
     /// Reads a string inside the params (e.g. `["name"]`, `["uri"]`).
@@ -362,5 +507,78 @@ mod tests {
             .patch(Part::Params, &["a", "b"], &deep(MAX_JSON_DEPTH - 3))
             .unwrap();
         assert_eq!(Message::decode_str(fits.as_str()).unwrap(), fits);
+    }
+
+    #[test]
+    fn a_patched_message_is_the_message_its_text_decodes_to() {
+        // Patching moves the spans of the members after the patched one instead of decoding
+        // again; the message must still equal a fresh decode of its own text.
+        let texts = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__t","arguments":{}}}"#,
+            r#"{"params":{"name":"a__t"},"method":"tools/call","id":"k","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"},"id":7,"z":[1]}"#,
+        ];
+        for t in texts {
+            let m = Message::decode_str(t).unwrap();
+            for patched in [
+                m.with_name("a-much-longer-name-than-before").unwrap(),
+                m.with_name("").unwrap(),
+                m.with_progress_token("\"tok\"").unwrap(),
+                m.patch_missing(Part::Params, &["_meta"], &[("a", "1"), ("b", "{}")])
+                    .unwrap(),
+            ] {
+                assert_eq!(Message::decode_str(patched.as_str()).unwrap(), patched);
+                assert_eq!(patched.id(), m.id());
+                assert_eq!(
+                    patched.with_id(&crate::id::Id::from("n")).id(),
+                    Some(&crate::id::Id::from("n"))
+                );
+            }
+        }
+        let r = Message::decode_str(r#"{"result":{"content":[]},"id":3,"jsonrpc":"2.0"}"#).unwrap();
+        let patched = r.patch(Part::Result, &["isError"], "true").unwrap();
+        assert_eq!(
+            patched.as_str(),
+            r#"{"result":{"isError":true,"content":[]},"id":3,"jsonrpc":"2.0"}"#
+        );
+        assert_eq!(Message::decode_str(patched.as_str()).unwrap(), patched);
+    }
+
+    #[test]
+    fn set_missing_adds_only_what_is_absent_in_one_splice() {
+        let members = [("v", "\"2026\""), ("caps", "{}"), ("info", r#"{"n":1}"#)];
+        let out = set_missing(r#"{"_meta":{"caps":{"x":1}},"a":1}"#, &["_meta"], &members)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            r#"{"_meta":{"v":"2026","info":{"n":1},"caps":{"x":1}},"a":1}"#
+        );
+        let out = set_missing(r#"{"a":1}"#, &["_meta"], &members)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            r#"{"_meta":{"v":"2026","caps":{},"info":{"n":1}},"a":1}"#
+        );
+        let all_there = r#"{"_meta":{"info":0,"caps":0,"v":0}}"#;
+        assert_eq!(set_missing(all_there, &["_meta"], &members).unwrap(), None);
+        assert!(matches!(
+            set_missing(r#"{"_meta":[]}"#, &["_meta"], &members),
+            Err(PatchError::NotAnObject(..))
+        ));
+        assert!(matches!(
+            set_missing(r#"{}"#, &["_meta"], &[("k", "nope")]),
+            Err(PatchError::BadReplacement(_))
+        ));
+        let bare =
+            Message::decode_str(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).unwrap();
+        let with = bare
+            .patch_missing(Part::Params, &["_meta"], &members)
+            .unwrap();
+        assert_eq!(
+            with.params(),
+            Some(r#"{"_meta":{"v":"2026","caps":{},"info":{"n":1}}}"#)
+        );
     }
 }

@@ -160,13 +160,20 @@ fn foreign_session(state: &AppState, request: &Request, binding: Option<&str>) -
         .get(meta::header::SESSION_ID)?
         .to_str()
         .ok()?;
-    let sealed = sealed::open(
-        &state.settings.session_key,
-        sid,
-        state.settings.limits.session_lifetime,
-    )
-    .ok()?;
-    if sealed.owner.as_deref() == binding {
+    // A session live here carries its owner; only one this replica has not seen yet is opened.
+    let owner = match state.sessions.get(sid) {
+        Some(live) => live.owner.clone(),
+        None => {
+            sealed::open(
+                &state.settings.session_key,
+                sid,
+                state.settings.limits.session_lifetime,
+            )
+            .ok()?
+            .owner
+        }
+    };
+    if owner.as_deref() == binding {
         return None;
     }
     tracing::warn!(

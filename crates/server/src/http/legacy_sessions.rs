@@ -41,6 +41,9 @@ pub(crate) struct LiveSession {
     /// Random per live instance: event ids from another replica or an earlier process never
     /// match a stream here by accident.
     pub epoch: String,
+    /// The binding of the identity that started the session (also sealed into its id), kept so
+    /// that every request need not decrypt the id again to compare it.
+    pub owner: Option<String>,
     next_stream: AtomicU64,
     streams: Streams,
     /// SSE connections open now (bounded per session).
@@ -56,6 +59,7 @@ pub(crate) struct LiveSession {
 impl LiveSession {
     pub fn start(
         id: String,
+        owner: Option<String>,
         view: ClientView,
         limits: Limits,
         gateway: &Gateway,
@@ -74,6 +78,7 @@ impl LiveSession {
             id,
             core,
             epoch,
+            owner,
             next_stream: AtomicU64::new(STANDALONE_STREAM + 1),
             streams: Arc::new(Mutex::new(HashMap::new())),
             open_streams: Arc::new(AtomicUsize::new(0)),
@@ -104,8 +109,8 @@ impl LiveSession {
         )
     }
 
-    /// A new reply stream, kept for resumption; old finished streams are let go.
-    pub fn new_stream(&self) -> Arc<StreamLog> {
+    /// A new reply stream and its number, kept for resumption; old finished streams are let go.
+    pub fn new_stream(&self) -> (u64, Arc<StreamLog>) {
         let number = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let log = self.new_log(number);
         let mut streams = lock(&self.streams);
@@ -127,7 +132,16 @@ impl LiveSession {
             }
         }
         streams.insert(number, Arc::clone(&log));
-        log
+        (number, log)
+    }
+
+    /// Lets go of a reply stream nobody can resume: its answer went out as a JSON body, so the
+    /// client holds no event id of it. Most calls end this way, and keeping their streams made
+    /// every later call prune them.
+    pub fn release_stream(&self, number: u64) {
+        if number != STANDALONE_STREAM {
+            lock(&self.streams).remove(&number);
+        }
     }
 
     /// The GET stream, created on first use.
@@ -408,14 +422,15 @@ mod tests {
         };
         let session = LiveSession::start(
             "k1.x".to_owned(),
+            None,
             view,
             limits,
             &gateway,
             &CancellationToken::new(),
         );
-        let live = session.new_stream();
+        let (_, live) = session.new_stream();
         for _ in 0..5 {
-            session.new_stream().finish();
+            session.new_stream().1.finish();
         }
         let kept = lock(&session.streams).len();
         assert_eq!(kept, 3);
@@ -424,6 +439,17 @@ mod tests {
                 .values()
                 .any(|s| Arc::ptr_eq(s, &live)),
             "an unfinished stream is never let go"
+        );
+        let (answered_as_json, _) = session.new_stream();
+        session.release_stream(answered_as_json);
+        session.release_stream(STANDALONE_STREAM);
+        assert!(!lock(&session.streams).contains_key(&answered_as_json));
+        // Making room for it let one more finished stream go; the live one stays.
+        assert_eq!(lock(&session.streams).len(), 2);
+        assert!(
+            lock(&session.streams)
+                .values()
+                .any(|s| Arc::ptr_eq(s, &live))
         );
         session.end();
         gateway.shutdown().await;

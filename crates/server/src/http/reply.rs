@@ -69,14 +69,21 @@ pub fn accepted() -> Response {
     StatusCode::ACCEPTED.into_response()
 }
 
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// Whether a response is an SSE stream (made by [`sse`]) rather than a complete body.
+pub fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == EVENT_STREAM.as_bytes())
+}
+
 /// An SSE response over a stream of encoded events.
 pub fn sse(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
     let mut r = Response::new(Body::from_stream(stream));
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(EVENT_STREAM));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r

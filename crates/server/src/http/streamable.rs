@@ -250,7 +250,14 @@ fn open_session(
         capabilities: sealed.capabilities,
         info: sealed.info,
     };
-    let session = LiveSession::start(sid.to_owned(), view, limits, &state.gateway, &state.stop);
+    let session = LiveSession::start(
+        sid.to_owned(),
+        sealed.owner,
+        view,
+        limits,
+        &state.gateway,
+        &state.stop,
+    );
     match state.sessions.insert_or_get(session, limits.max_sessions) {
         Ok(s) => {
             tracing::debug!("resumed a sealed session on this replica");
@@ -307,7 +314,14 @@ fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> 
     };
     let limits = state.settings.limits;
     let revision = view.revision;
-    let session = LiveSession::start(sid.clone(), view, limits, &state.gateway, &state.stop);
+    let session = LiveSession::start(
+        sid.clone(),
+        sealed_state.owner.clone(),
+        view,
+        limits,
+        &state.gateway,
+        &state.stop,
+    );
     let session = match state.sessions.insert_or_get(session, limits.max_sessions) {
         Ok(s) => s,
         Err(_) => return overloaded(id),
@@ -329,7 +343,7 @@ fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> 
         manifold_telemetry::RequestOutcome::Ok,
     );
     let mut r = if accepts.wants_sse() || !accepts.json_ok() {
-        let log = session.new_stream();
+        let (_, log) = session.new_stream();
         log.push_final(response.as_str());
         legacy_reader(state, &session, &log, Start::Beginning)
     } else {
@@ -402,7 +416,7 @@ async fn legacy_call(
         Err(e) => return reply::rpc_error(StatusCode::OK, Some(&id), &e),
     };
     let mode = reply_mode(&accepts, &message);
-    let log = session.new_stream();
+    let (number, log) = session.new_stream();
     log.set_abandon(token.clone());
     let caller = super::authn::current_caller();
     let outlet = Arc::new(PostOutlet {
@@ -424,7 +438,7 @@ async fn legacy_call(
             core.end(&id);
         }));
     }
-    deliver(
+    let response = deliver(
         &log,
         mode,
         token.clone(),
@@ -432,7 +446,11 @@ async fn legacy_call(
         |_| StatusCode::OK,
         || legacy_reader(state, &session, &log, Start::Beginning),
     )
-    .await
+    .await;
+    if !reply::is_event_stream(&response) {
+        session.release_stream(number);
+    }
+    response
 }
 
 /// An SSE response following a legacy stream from `start`.

@@ -17,8 +17,8 @@ use manifold_wire::line::{DEFAULT_MAX_LINE, Frame, LineFramer, encode_line};
 use manifold_wire::{FaultKind, Id, Message, Revision};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -40,6 +40,9 @@ pub const STDERR_LINES_PER_SECOND: u32 = 100;
 pub const STDERR_TAIL_LINES: usize = 20;
 /// Messages that may wait to be written to stdin.
 pub const OUTBOUND_QUEUE: usize = 1024;
+/// Bytes gathered from that queue into one write to the child's stdin (a batch stops growing
+/// once it reaches this; a single longer line still goes out whole).
+pub const MAX_BATCHED_WRITE: usize = 256 * 1024;
 /// How long a child gets to exit after its stdin closes.
 pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How long a child's group gets to exit after SIGTERM.
@@ -165,9 +168,17 @@ pub fn spawn(
     Ok((transport, inbound_rx))
 }
 
-async fn write_stdin(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Vec<u8>>) {
-    while let Some(line) = queue.recv().await {
-        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+async fn write_stdin(mut stdin: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<Vec<u8>>) {
+    while let Some(mut batch) = queue.recv().await {
+        // Lines queued while the last write ran go out together: one system call and one wake-up
+        // of the child for many calls under load, and nothing added for a lone call.
+        while batch.len() < MAX_BATCHED_WRITE {
+            match queue.try_recv() {
+                Ok(line) => batch.extend_from_slice(&line),
+                Err(_) => break,
+            }
+        }
+        if stdin.write_all(&batch).await.is_err() || stdin.flush().await.is_err() {
             // The child is gone or closed stdin; the stdout reader reports the closure.
             return;
         }
@@ -422,6 +433,77 @@ impl Drop for StdioTransport {
             // Not shut down politely: make sure no process of the tree survives. The child handle's
             // kill_on_drop lets the runtime reap the leader.
             self.signal_group(Signal::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A writer that records the size of every write it gets.
+    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            lock(&self.0).push(buf.to_vec());
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn queued_lines_go_out_in_order_in_batches_no_larger_than_the_bound() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let line = |i: usize, len: usize| {
+            let mut l = format!("{i:06}").into_bytes();
+            l.resize(len - 1, b'x');
+            l.push(b'\n');
+            l
+        };
+        // Queued before the writer runs, so it finds them all waiting: 20 lines of 64 KiB (a
+        // batch takes four, reaching the bound), then one small line.
+        let mut sent = Vec::new();
+        for i in 0..20 {
+            sent.push(line(i, 64 * 1024));
+        }
+        sent.push(line(20, 10));
+        for l in &sent {
+            tx.send(l.clone()).await.unwrap();
+        }
+        drop(tx);
+        write_stdin(Recorder(Arc::clone(&writes)), rx).await;
+        let writes = lock(&writes).clone();
+        assert_eq!(writes.concat(), sent.concat(), "every byte, in order");
+        assert!(
+            writes.len() > 1 && writes.len() < sent.len(),
+            "{} writes",
+            writes.len()
+        );
+        for w in &writes {
+            assert!(
+                w.len() < MAX_BATCHED_WRITE + 64 * 1024,
+                "a batch of {}",
+                w.len()
+            );
+            assert_eq!(w.last(), Some(&b'\n'), "a batch ends with a whole line");
         }
     }
 }
