@@ -586,35 +586,29 @@ impl Gateway {
         if upstream.peer_info().is_some_and(|i| i.era == Era::Modern) {
             // A modern upstream learns the client's capabilities per request: exactly what the
             // client declared, less what the configuration withholds.
-            let caps =
-                allowed_capabilities(&ctx.client.capabilities, &upstream.def.client_capabilities);
+            let caps = upstream.capabilities_for(&ctx.client.capabilities);
+            let could_not = |e: patch::PatchError| UpstreamError::Protocol {
+                server: server.to_owned(),
+                detail: format!("could not forward: {e}"),
+            };
             params = patch::set(
                 &params,
                 &["_meta", manifold_wire::meta::CLIENT_CAPABILITIES],
                 &caps,
             )
-            .map_err(|e| UpstreamError::Protocol {
-                server: server.to_owned(),
-                detail: format!("could not forward: {e}"),
-            })?;
+            .map_err(could_not)?;
             // A modern server logs only when a request names a level. A legacy client's server
             // would log at will, so its calls ask for everything; the client's own level (set
             // with logging/setLevel) filters what reaches it.
             if !modern_client
-                && patch::get(&params, &["_meta", manifold_wire::meta::LOG_LEVEL])
-                    .ok()
-                    .flatten()
-                    .is_none()
-            {
-                params = patch::set(
+                && let Some(with_level) = patch::set_missing(
                     &params,
-                    &["_meta", manifold_wire::meta::LOG_LEVEL],
-                    "\"debug\"",
+                    &["_meta"],
+                    &[(manifold_wire::meta::LOG_LEVEL, "\"debug\"")],
                 )
-                .map_err(|e| UpstreamError::Protocol {
-                    server: server.to_owned(),
-                    detail: format!("could not forward: {e}"),
-                })?;
+                .map_err(could_not)?
+            {
+                params = with_level;
             }
         }
         for _ in 0..=MAX_INPUT_ROUNDS {

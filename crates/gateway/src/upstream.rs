@@ -273,6 +273,8 @@ pub struct Upstream {
     /// The supervisor holds a `subscriptions/listen` call open: one pending request that is
     /// not a client's call.
     listening: AtomicBool,
+    /// The last client capabilities seen and what this upstream may see of them.
+    last_capabilities: Mutex<Option<(String, String)>>,
 }
 
 /// What a supervisor reports to the core.
@@ -334,7 +336,27 @@ impl Upstream {
             last_used: Mutex::new(Instant::now()),
             idle_stopped: AtomicBool::new(false),
             listening: AtomicBool::new(false),
+            last_capabilities: Mutex::new(None),
         }
+    }
+
+    /// What this upstream is told of a client's declared capabilities (see
+    /// [`crate::router::allowed_capabilities`]), remembered for the last client seen: the clients
+    /// of one gateway mostly declare the same thing, and working it out anew took two JSON
+    /// parses on every call to a modern upstream.
+    pub fn capabilities_for(&self, declared: &str) -> String {
+        let mut last = self
+            .last_capabilities
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, allowed)) = last.as_ref()
+            && seen == declared
+        {
+            return allowed.clone();
+        }
+        let allowed = crate::router::allowed_capabilities(declared, &self.def.client_capabilities);
+        *last = Some((declared.to_owned(), allowed.clone()));
+        allowed
     }
 
     pub fn status(&self) -> Status {
@@ -960,5 +982,24 @@ mod tests {
             Some(&[ListKind::Tools][..])
         );
         assert_eq!(lists_changed_by("notifications/message"), None);
+    }
+
+    #[test]
+    fn capabilities_for_follows_the_client_even_when_it_changes() {
+        let mut def = UpstreamDefinition::new(
+            "s",
+            Target::Stdio(manifold_upstream::transport::stdio::StdioSpec::default()),
+        );
+        def.client_capabilities = r#"{"roots":{}}"#.to_owned();
+        let u = Upstream::new(def);
+        let with_roots = r#"{"roots":{"listChanged":true},"sampling":{}}"#;
+        let without = r#"{"sampling":{}}"#;
+        for declared in [with_roots, with_roots, without, with_roots, without] {
+            assert_eq!(
+                u.capabilities_for(declared),
+                crate::router::allowed_capabilities(declared, r#"{"roots":{}}"#)
+            );
+        }
+        assert_eq!(u.capabilities_for(without), "{}");
     }
 }
