@@ -21,7 +21,6 @@ use futures::future::BoxFuture;
 use manifold_wire::{Era, Id, Kind, Message, Revision, meta};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use url::Url;
 
@@ -993,22 +992,32 @@ impl Transport for StreamableHttpTransport {
             }
             let me = Arc::clone(shared);
             let task_id = id.clone();
-            let (registered_tx, registered_rx) = oneshot::channel::<()>();
             // The caller's token (for passthrough servers) goes with the request to its task.
             let task = tokio::spawn(crate::auth::passthrough::carry(async move {
-                // Waiting for registration keeps the task's own removal from coming first.
-                let _ = registered_rx.await;
                 let outcome = me.run_request(message, task_id.clone()).await;
                 lock(&me.state).streams.remove(&task_id);
                 if let Err(error) = outcome {
-                    me.hand_up(Inbound::RequestFailed { id: task_id, error })
-                        .await;
+                    me.hand_up(Inbound::RequestFailed {
+                        id: task_id.clone(),
+                        error,
+                    })
+                    .await;
                 }
+                // Again, for a registration that came after the first removal.
+                lock(&me.state).streams.remove(&task_id);
             }));
-            lock(&shared.state)
+            // The task may have ended before this registration: then the entry is taken out
+            // again here; if it is still running, its last removal comes after this. Ids are
+            // never reused on a connection, so no removal touches another request's entry. (The
+            // task used to wait for a signal from here first: one more wake-up, often on another
+            // thread, per call.)
+            let mut state = lock(&shared.state);
+            state
                 .streams
-                .insert(id, (task.abort_handle(), modern));
-            let _ = registered_tx.send(());
+                .insert(id.clone(), (task.abort_handle(), modern));
+            if task.is_finished() {
+                state.streams.remove(&id);
+            }
             Ok(())
         })
     }
