@@ -15,12 +15,23 @@ pub const NODE22_BIN_ENV: &str = "MANIFOLD_NODE22_BIN";
 /// Where scripts/test points the suite at the conformance suite folders (`stable/`, `alpha/`).
 pub const CONFORMANCE_DIR_ENV: &str = "MANIFOLD_CONFORMANCE_DIR";
 
-/// The repository root, known at compile time from this crate's own location (`crates/testkit`).
+/// The repository root: the nearest directory holding `Cargo.lock` above the crate cargo runs
+/// the test for (`CARGO_MANIFEST_DIR` at run time, set by cargo and nextest), else above this
+/// crate's own location when it was compiled. Run time comes first because a build directory
+/// shared between checkouts (CI's cache) can hold this crate compiled in another checkout, with
+/// that checkout's path inside.
 pub fn workspace_root() -> PathBuf {
-    let mut root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    root.pop();
-    root.pop();
-    root
+    let compiled = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let start = std::env::var_os("CARGO_MANIFEST_DIR").map_or(compiled.clone(), PathBuf::from);
+    root_above(&start)
+        .or_else(|| root_above(&compiled))
+        .unwrap_or(compiled)
+}
+
+fn root_above(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .map(Path::to_path_buf)
 }
 
 /// The installed peers directory: `$MANIFOLD_PEERS_DIR`, else `<workspace>/tests/peers`.
@@ -206,6 +217,18 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_workspace_root_is_the_directory_with_the_lock_file() {
+        let root = workspace_root();
+        assert!(root.join("Cargo.lock").is_file(), "{}", root.display());
+        assert!(root.join("crates/testkit").is_dir(), "{}", root.display());
+        assert_eq!(
+            root_above(&root.join("crates/testkit/src")),
+            Some(root.clone())
+        );
+        assert_eq!(root_above(Path::new("/")), None);
+    }
 
     fn scratch_dir(name: &str) -> PathBuf {
         let dir =
