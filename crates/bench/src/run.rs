@@ -256,7 +256,7 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
                 memory::columns(),
             );
             s.notes.push(format!(
-                "VmRSS of the gateway process; checkpoints {:?}, at most {} sessions, {:?} per contender; B/session = (RSS at 10k - RSS at 1k) / 9,000, or (RSS at 1k - idle) / 1,000 when 10k was not reached; incl. children adds the processes the gateway started (its stdio servers); held = sessions open at the end",
+                "VmRSS of the gateway process; checkpoints {:?}, at most {} sessions, {:?} per contender; B/session = the larger of (RSS at 1k - idle) / 1,000 and (RSS at 10k - RSS at 1k) / 9,000 (the first alone when 10k was not reached); incl. children adds the processes the gateway started (its stdio servers); held = sessions open at the end",
                 plan.memory_checkpoints, plan.memory_cap, plan.memory_budget
             ));
             s

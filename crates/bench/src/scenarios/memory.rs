@@ -207,6 +207,23 @@ async fn verify(
     (checked, failed, first)
 }
 
+/// Bytes per session from resident memory idle, at 1,000 and at 10,000 sessions: the larger of
+/// the two slopes (idle -> 1k and 1k -> 10k), so that neither a fixed start-up cost (in the first)
+/// nor sessions a gateway evicts or an allocator reuse (which flatten the second, even below zero)
+/// hide what a session costs. Only the first slope when 10k was not reached.
+fn bytes_per_session(idle: Option<u64>, one_k: Option<u64>, ten_k: Option<u64>) -> Option<f64> {
+    let first = idle
+        .zip(one_k)
+        .map(|(r0, r1)| (r1 as f64 - r0 as f64) / 1_000.0);
+    let second = one_k
+        .zip(ten_k)
+        .map(|(r1, r10)| (r10 as f64 - r1 as f64) / 9_000.0);
+    match (first, second) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 fn mib(bytes: Option<u64>) -> Cell {
     Cell::maybe(bytes.map(|b| b as f64 / MIB))
 }
@@ -280,17 +297,12 @@ async fn measure_one(contender: &mut Contender, plan: &Plan) -> (Row, Option<Str
     let ten_k = at(10_000);
     row.set("rss_1k_mib", mib(one_k.map(|(r, _)| r)));
     row.set("rss_10k_mib", mib(ten_k.map(|(r, _)| r)));
-    let (per_session, tree_per_session) = match (idle, one_k, ten_k) {
-        (_, Some((r1, t1)), Some((r10, t10))) => (
-            Some((r10 as f64 - r1 as f64) / 9_000.0),
-            Some(((r10 + t10) as f64 - (r1 + t1) as f64) / 9_000.0),
-        ),
-        (Some(r0), Some((r1, t1)), None) => (
-            Some((r1 as f64 - r0 as f64) / 1_000.0),
-            Some(((r1 + t1) as f64 - (r0 + idle_tree) as f64) / 1_000.0),
-        ),
-        _ => (None, None),
-    };
+    let per_session = bytes_per_session(idle, one_k.map(|(r, _)| r), ten_k.map(|(r, _)| r));
+    let tree_per_session = bytes_per_session(
+        idle.map(|r| r + idle_tree),
+        one_k.map(|(r, t)| r + t),
+        ten_k.map(|(r, t)| r + t),
+    );
     row.set("bytes_per_session", Cell::maybe(per_session));
     row.set("tree_bytes_per_session", Cell::maybe(tree_per_session));
     if let Some((_, _, _, processes)) = readings.last() {
@@ -329,4 +341,26 @@ async fn measure_one(contender: &mut Contender, plan: &Plan) -> (Row, Option<Str
     }
     row.note = Some(note);
     (row, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_per_session_takes_the_larger_slope() {
+        let mib = |m: u64| m * 1024 * 1024;
+        // Growing all the way: the 1k -> 10k slope leaves the start-up cost out.
+        let grows = bytes_per_session(Some(mib(100)), Some(mib(160)), Some(mib(360)));
+        assert_eq!(grows, Some(62_914.56));
+        // Flat or shrinking past 1k (sessions evicted): the first slope still counts them.
+        let evicts = bytes_per_session(Some(mib(21)), Some(mib(26)), Some(mib(25)));
+        assert_eq!(evicts, Some(5_242.88));
+        // 10k never reached: the first slope alone; nothing measured: nothing said.
+        assert_eq!(
+            bytes_per_session(Some(mib(1)), Some(mib(2)), None),
+            Some(1_048.576)
+        );
+        assert_eq!(bytes_per_session(None, None, Some(mib(2))), None);
+    }
 }
