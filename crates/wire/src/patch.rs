@@ -195,20 +195,12 @@ pub fn set_missing(
     for (_, value) in members {
         check_replacement(value)?;
     }
-    let mut obj = 0..json.len();
-    for (depth, key) in path.iter().enumerate() {
-        let inner = json.get(obj.clone()).unwrap_or_default();
-        match find_member(inner, key)? {
-            Some(r) => obj = (obj.start + r.start)..(obj.start + r.end),
-            None => {
-                let mut nested = format!("{{{}}}", members_text(members.iter()));
-                for k in path[depth + 1..].iter().rev() {
-                    nested = format!("{{{}:{}}}", json_string(k), nested);
-                }
-                return insert_member(json, obj, key, &nested).map(Some);
-            }
-        }
-    }
+    let obj = match walk_or_insert(json, path, || {
+        format!("{{{}}}", members_text(members.iter()))
+    })? {
+        Walk::Found(obj) => obj,
+        Walk::Inserted(out) => return Ok(Some(out)),
+    };
     let inner = json.get(obj.clone()).unwrap_or_default();
     if !is_object(inner) {
         return Err(PatchError::NotAnObject(
@@ -234,6 +226,43 @@ pub fn set_missing(
     insert_members(json, obj, &missing).map(Some)
 }
 
+/// `value` inside one object per key of `path`, the last key innermost: `{"a":{"b":value}}`.
+fn nested_in(path: &[&str], value: String) -> String {
+    path.iter().rev().fold(value, |inner, k| {
+        format!("{{{}:{}}}", json_string(k), inner)
+    })
+}
+
+/// Where a walk down a key path ended.
+enum Walk {
+    /// Every key was there: the span of the last one's value.
+    Found(Range<usize>),
+    /// A key was missing: the text with the rest of the path inserted there.
+    Inserted(String),
+}
+
+/// Follows `path` down from the object `json`. Where a key is missing, the rest of the path is
+/// inserted there as nested objects around `innermost()`.
+fn walk_or_insert(
+    json: &str,
+    path: &[&str],
+    innermost: impl FnOnce() -> String,
+) -> Result<Walk, PatchError> {
+    let mut obj = 0..json.len();
+    for (depth, key) in path.iter().enumerate() {
+        let inner = json.get(obj.clone()).unwrap_or_default();
+        match find_member(inner, key)? {
+            Some(r) => obj = (obj.start + r.start)..(obj.start + r.end),
+            None => {
+                let rest = path.get(depth + 1..).unwrap_or_default();
+                let nested = nested_in(rest, innermost());
+                return insert_member(json, obj, key, &nested).map(Walk::Inserted);
+            }
+        }
+    }
+    Ok(Walk::Found(obj))
+}
+
 fn splice(json: &str, at: Range<usize>, with: &str) -> String {
     let mut out = String::with_capacity(json.len() + with.len());
     out.push_str(json.get(..at.start).unwrap_or_default());
@@ -250,21 +279,10 @@ pub fn set(json: &str, path: &[&str], value: &str) -> Result<String, PatchError>
     let Some((last, parents)) = path.split_last() else {
         return Ok(value.to_owned());
     };
-    let mut obj = 0..json.len();
-    for (depth, key) in parents.iter().enumerate() {
-        let inner = json.get(obj.clone()).unwrap_or_default();
-        match find_member(inner, key)? {
-            Some(r) => obj = (obj.start + r.start)..(obj.start + r.end),
-            None => {
-                // Build the rest of the path as nested objects and insert it here.
-                let mut nested = value.to_owned();
-                for k in path[depth + 1..].iter().rev() {
-                    nested = format!("{{{}:{}}}", json_string(k), nested);
-                }
-                return insert_member(json, obj, key, &nested);
-            }
-        }
-    }
+    let obj = match walk_or_insert(json, parents, || nested_in(&[*last], value.to_owned()))? {
+        Walk::Found(obj) => obj,
+        Walk::Inserted(out) => return Ok(out),
+    };
     let inner = json.get(obj.clone()).unwrap_or_default();
     match find_member(inner, last)? {
         Some(r) => Ok(splice(
@@ -375,10 +393,7 @@ impl Message {
                 }
             }
             None if matches!(part, Part::Params) && self.method().is_some() => {
-                let mut nested = fresh()?;
-                for k in path.iter().rev() {
-                    nested = format!("{{{}:{}}}", json_string(k), nested);
-                }
+                let nested = nested_in(path, fresh()?);
                 let new_text = insert_member(text, 0..text.len(), "params", &nested)?;
                 Message::with_text(new_text).map_err(PatchError::Broken)
             }
