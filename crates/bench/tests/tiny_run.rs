@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use manifold_testkit::workspace_binary;
 use serde_json::Value;
@@ -14,16 +14,7 @@ use serde_json::Value;
 const HANG_GUARD: Duration = Duration::from_secs(300);
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-bench-test-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("bench-test-{name}")).unwrap()
 }
 
 struct Outcome {

@@ -31,12 +31,7 @@ impl Drop for Serving {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-attacks-authz-{name}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("attacks-authz-{name}")).unwrap()
 }
 
 /// A configuration: the test peer as `peer`, then `rest` (rules, limits, auth).

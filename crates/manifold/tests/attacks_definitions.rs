@@ -39,13 +39,7 @@ impl Drop for Serving {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-attacks-definitions-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("attacks-definitions-{name}")).unwrap()
 }
 
 fn toml_string(s: &str) -> String {

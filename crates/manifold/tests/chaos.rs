@@ -22,7 +22,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use manifold_testkit::{ChildGuard, free_port, process_is_running, spawn_http_peer, test_peer};
+use manifold_testkit::{
+    ChildGuard, ScratchDir, free_port, process_is_running, spawn_http_peer, test_peer,
+};
 use manifold_wire::sse::SseParser;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -53,38 +55,6 @@ const RSS_SLACK_KIB: u64 = 8 * 1024;
 
 // ---------------------------------------------------------------------------------------------
 // Scratch space and processes
-
-/// A directory under the system temp dir, removed when dropped.
-struct ScratchDir {
-    path: PathBuf,
-}
-
-impl ScratchDir {
-    fn new(label: &str) -> ScratchDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "manifold-chaos-{label}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        ScratchDir {
-            path: path.canonicalize().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
 
 /// (state, parent pid) from /proc/PID/stat; the command name may hold spaces and parentheses.
 fn state_and_parent(pid: u32) -> Option<(char, u32)> {
@@ -1174,7 +1144,7 @@ fn report(violations: &[Violation]) -> String {
 async fn chaos_under_load_every_call_settles_and_only_the_harmed_upstreams_notice() {
     let seed = chaos_seed();
     eprintln!("chaos seed {seed} (replay with MANIFOLD_CHAOS_SEED={seed})");
-    let dir = ScratchDir::new("load");
+    let dir = scratch("load");
     let plans = CHAOS_PLANS.to_vec();
     let mut upstreams = Upstreams::start(&plans).await;
     let gateway = Gateway::start(dir.path(), &upstreams.config(dir.path()));
@@ -1660,7 +1630,7 @@ async fn journal_until(
 /// upstream while the calls run, returns to 0 for every upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_mid_call_cancels_the_call_upstream_in_each_era() {
-    let dir = ScratchDir::new("hang-up");
+    let dir = scratch("hang-up");
     let plans = HANG_UP_PLANS.to_vec();
     let upstreams = Upstreams::start(&plans).await;
     let gateway = Gateway::start(dir.path(), &upstreams.config(dir.path()));
@@ -1745,7 +1715,7 @@ async fn a_client_that_hangs_up_mid_call_cancels_the_call_upstream_in_each_era()
 
 /// A gateway over the upstreams of `plans`, all up.
 async fn scene(label: &str, plans: &[Plan]) -> (ScratchDir, Upstreams, Gateway, Downstream) {
-    let dir = ScratchDir::new(label);
+    let dir = scratch(label);
     let upstreams = Upstreams::start(plans).await;
     let gateway = Gateway::start(dir.path(), &upstreams.config(dir.path()));
     let downstream = Downstream::new(&gateway.url, true);
@@ -1938,4 +1908,9 @@ async fn calls_racing_a_legacy_http_session_renewal_are_answered() {
     );
     assert!(answered_clear > 0, "no call was clear of the outages");
     assert!(gateway.stop());
+}
+
+/// A scratch directory for one scene, removed when the test ends.
+fn scratch(label: &str) -> ScratchDir {
+    ScratchDir::new(&format!("chaos-{label}")).unwrap()
 }

@@ -18,10 +18,7 @@ fn manifold(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("manifold-cli-config-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("cli-config-{name}")).unwrap()
 }
 
 #[test]

@@ -150,13 +150,7 @@ async fn wait_until_async<T, F: std::future::Future<Output = Option<T>>>(
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-cli-lifecycle-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("cli-lifecycle-{name}")).unwrap()
 }
 
 /// A unique marker value for this test's servers, so survivors are found anywhere.

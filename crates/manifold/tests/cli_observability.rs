@@ -39,13 +39,7 @@ const SECRET_ARGUMENT: &str = "argument-value-that-must-not-be-logged-4711";
 const EXIT_GUARD: Duration = Duration::from_secs(60);
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-cli-observability-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("cli-observability-{name}")).unwrap()
 }
 
 /// `manifold serve --log-format json`, stderr in a file.

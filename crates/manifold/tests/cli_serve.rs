@@ -21,10 +21,7 @@ impl Drop for Serving {
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("manifold-cli-serve-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("cli-serve-{name}")).unwrap()
 }
 
 fn config(dir: &std::path::Path) -> std::path::PathBuf {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use manifold_testkit::{
-    ChildGuard, free_port, loopback_preload, node, npm_package_entry, peers_dir,
+    ChildGuard, ScratchDir, free_port, loopback_preload, node, npm_package_entry, peers_dir,
     process_is_running, python, spawn_http_peer, venv_bin,
 };
 use serde_json::{Value, json};
@@ -61,39 +61,6 @@ const FOLLOWED_OPERATION: (f64, u32) = (0.6, 3);
 
 // ---------------------------------------------------------------------------------------------
 // Scratch space and processes
-
-/// A directory under the system temp dir, removed when dropped.
-struct ScratchDir {
-    path: PathBuf,
-}
-
-impl ScratchDir {
-    fn new(label: &str) -> ScratchDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "manifold-clients-{label}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        // Canonical, because server-filesystem and /proc/PID/cwd speak resolved paths.
-        ScratchDir {
-            path: path.canonicalize().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
 
 /// Live processes (zombies excluded) whose working directory is `dir` or below it, with their
 /// command lines. The gateway's stdio servers inherit its working directory, so this finds every
@@ -316,7 +283,7 @@ struct Fixture {
 
 impl Fixture {
     async fn start() -> Fixture {
-        let dir = ScratchDir::new("gateway");
+        let dir = scratch("gateway");
         let files = dir.path().join("files");
         std::fs::create_dir_all(&files).unwrap();
         let known_file = files.join("known.txt");
@@ -1349,7 +1316,7 @@ async fn python_sdk_client_through_manifold_stdio() {
     let _turn = client_turn().await;
     for (mode, era) in [("auto", Era::Modern), ("legacy", Era::Legacy)] {
         let label = format!("Python SDK over manifold stdio, mode {mode}");
-        let own = ScratchDir::new("stdio");
+        let own = scratch("stdio");
         let config = own.path().join("manifold.toml");
         std::fs::write(&config, fixture.upstreams.config(&own.path().join("data"))).unwrap();
         let target = json!({
@@ -1538,4 +1505,9 @@ async fn a_modern_client_reads_a_legacy_upstreams_resource() {
     let report = ts_client(label, "ts_v2_client.mjs", &fixture.url, "auto", plan).await;
     assert_eq!(report["protocol"], "2026-07-28", "{label}: {report}");
     assert_read(label, &report["reads"], &uri, &everything_document());
+}
+
+/// A scratch directory for one scene, removed when the test ends.
+fn scratch(label: &str) -> ScratchDir {
+    ScratchDir::new(&format!("clients-{label}")).unwrap()
 }

@@ -77,13 +77,7 @@ async fn serve_on_loopback(app: Router) -> u16 {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-token-passthrough-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    manifold_testkit::fresh_dir(&format!("token-passthrough-{name}")).unwrap()
 }
 
 fn manifold(dir: &Path, args: &[&str]) -> Command {

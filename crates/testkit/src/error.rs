@@ -44,6 +44,14 @@ pub enum TestkitError {
         source: std::io::Error,
     },
 
+    /// A scratch directory could not be made.
+    #[error("could not make the scratch directory {path}: {source}")]
+    Scratch {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A package.json that is not JSON.
     #[error("{path} is not valid JSON: {source}; reinstall with scripts/install-peers")]
     BadJson {
