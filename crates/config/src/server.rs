@@ -271,24 +271,8 @@ impl PartialEq for ServerKind {
                 ServerKind::Stdio {
                     spec: b, scope: sb, ..
                 },
-            ) => {
-                sa == sb
-                    && a.command == b.command
-                    && a.args == b.args
-                    && a.env == b.env
-                    && a.env_allow == b.env_allow
-                    && a.cwd == b.cwd
-                    && a.max_line == b.max_line
-            }
-            (ServerKind::Http { spec: a, .. }, ServerKind::Http { spec: b, .. }) => {
-                a.url == b.url
-                    && a.transport == b.transport
-                    && a.headers == b.headers
-                    && a.ca_bundle == b.ca_bundle
-                    && a.client_identity == b.client_identity
-                    && a.allow_insecure_http == b.allow_insecure_http
-                    && a.auth == b.auth
-            }
+            ) => sa == sb && a == b,
+            (ServerKind::Http { spec: a, .. }, ServerKind::Http { spec: b, .. }) => a == b,
             _ => false,
         }
     }

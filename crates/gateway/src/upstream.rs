@@ -299,25 +299,11 @@ fn write<T>(lock: &RwLock<T>, value: T) {
     }
 }
 
-/// Same process or endpoint, started the same way (the upstream crate's specs have no `PartialEq`).
+/// Same process or endpoint, started the same way.
 fn same_target(a: &Target, b: &Target) -> bool {
     match (a, b) {
-        (Target::Stdio(a), Target::Stdio(b)) => {
-            a.command == b.command
-                && a.args == b.args
-                && a.env == b.env
-                && a.env_allow == b.env_allow
-                && a.cwd == b.cwd
-                && a.max_line == b.max_line
-        }
-        (Target::Http(a), Target::Http(b)) => {
-            a.url == b.url
-                && a.transport == b.transport
-                && a.headers == b.headers
-                && a.ca_bundle == b.ca_bundle
-                && a.client_identity == b.client_identity
-                && a.allow_insecure_http == b.allow_insecure_http
-        }
+        (Target::Stdio(a), Target::Stdio(b)) => a == b,
+        (Target::Http(a), Target::Http(b)) => a == b,
         _ => false,
     }
 }

@@ -22,8 +22,9 @@ pub enum HttpTransportChoice {
     Sse,
 }
 
-/// How to reach an HTTP server.
-#[derive(Clone, Default)]
+/// How to reach an HTTP server. Equal specs reach the same endpoint the same way (what a
+/// configuration reload compares).
+#[derive(Clone, Default, PartialEq)]
 pub struct HttpSpec {
     pub url: String,
     pub transport: HttpTransportChoice,

@@ -48,8 +48,9 @@ pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How long a child's group gets to exit after SIGTERM.
 pub const SIGTERM_GRACE: Duration = Duration::from_secs(2);
 
-/// How to start a stdio server.
-#[derive(Clone, Default)]
+/// How to start a stdio server. Equal specs start the same process the same way (what a
+/// configuration reload compares).
+#[derive(Clone, Default, PartialEq)]
 pub struct StdioSpec {
     /// The executable (looked up on the child's PATH when it has no slash).
     pub command: String,
