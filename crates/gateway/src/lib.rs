@@ -15,6 +15,7 @@ pub mod pins;
 pub mod policy;
 pub mod rate_limit;
 pub mod reconfigure;
+mod result_links;
 pub mod router;
 pub mod server_requests;
 pub mod sessions;

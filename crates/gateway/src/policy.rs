@@ -43,6 +43,7 @@ use manifold_wire::{ErrorCode, ErrorObject, Id, Message};
 
 use crate::builtin;
 use crate::catalog::build::{Catalog, Entry};
+use crate::catalog::uri_normal;
 use crate::context::{Caller, RequestContext};
 use crate::gateway::{Gateway, GatewayEvent, GatewaySettings};
 use crate::rate_limit::{Exceeded, RateLimiter, RateLimits, Who, compile_globs, human_wait};
@@ -298,8 +299,23 @@ impl CallerRules<'_> {
         self.rules.is_empty()
     }
 
-    /// The decision of the first rule covering the item; allowed when none does.
+    /// The decision of the first rule covering the item; allowed when none does. A resource URI
+    /// is judged as written and in each of its readings (`catalog/uri_normal.rs`), normal form
+    /// first: the first reading some rule denies decides, so no spelling dodges a deny.
     pub fn decide(&self, kind: ItemKind, server: Option<&str>, name: &str) -> Decision {
+        if kind != ItemKind::Resource || self.rules.is_empty() {
+            return self.decide_as_written(kind, server, name);
+        }
+        let mut forms = uri_normal::readings(name);
+        forms.push(name.to_owned());
+        forms
+            .iter()
+            .map(|form| self.decide_as_written(kind, server, form))
+            .find(|d| *d != Decision::Allow)
+            .unwrap_or(Decision::Allow)
+    }
+
+    fn decide_as_written(&self, kind: ItemKind, server: Option<&str>, name: &str) -> Decision {
         match self.rules.iter().find(|r| r.covers(kind, server, name)) {
             None => Decision::Allow,
             Some(r) if r.spec.effect == Effect::Allow => Decision::Allow,
@@ -313,10 +329,7 @@ impl CallerRules<'_> {
 
     /// Whether the caller sees the item (lists, search, suggestions).
     pub fn sees(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
-        self.rules
-            .iter()
-            .find(|r| r.covers(kind, server, name))
-            .is_none_or(|r| r.spec.effect == Effect::Allow)
+        self.decide(kind, server, name) == Decision::Allow
     }
 
     /// Whether the caller sees a catalog entry.
@@ -432,6 +445,25 @@ fn refused(
         id.cloned(),
         &with_data(ErrorObject::new(ErrorCode::Forbidden, message), data),
     )
+}
+
+/// The answer to a `resources/*` request naming a URI the caller cannot use: one the rules hide
+/// or one that belongs to no server, the same bytes either way.
+pub(crate) fn resource_not_found(id: Option<&Id>, uri: &str) -> Message {
+    error(
+        id,
+        ErrorCode::InvalidParams,
+        format!("resource not found: {uri:?}; resources/list shows what is offered"),
+    )
+}
+
+/// The server of a requested URI and the URI to send it: the listed original when `uri` is
+/// exactly a listed one, else the normal form's (so what the rules judged is what is served).
+pub(crate) fn resource_target(catalog: &Catalog, uri: &str) -> Option<(Arc<str>, String)> {
+    if catalog.lists_resource(uri) {
+        return catalog.resource(uri);
+    }
+    catalog.resource(&uri_normal::normal_form(uri))
 }
 
 /// Overloaded, with the wait in `data.retryAfterMs`.
@@ -655,8 +687,10 @@ impl Gateway {
         }
     }
 
-    /// The (server, original URI) of a resource this caller may use, or the answer refusing it.
-    /// A hidden URI gets the same answer whether or not anything exists there.
+    /// The (server, URI to send upstream) of a resource this caller may use, or the answer
+    /// refusing it. The URI sent is the listed original when `uri` is exactly a listed one, and
+    /// otherwise the normal form of `uri` (what the rules judged). A hidden URI, and one that
+    /// belongs to no server, get one answer, byte for byte, whatever exists there.
     pub(crate) fn resolve_resource(
         &self,
         ctx: &RequestContext,
@@ -664,22 +698,11 @@ impl Gateway {
         catalog: &Catalog,
         uri: &str,
     ) -> Result<(Arc<str>, String), Box<Message>> {
-        let Some((server, original)) = catalog.resource(uri) else {
-            return Err(Box::new(error(
-                id,
-                ErrorCode::InvalidParams,
-                format!(
-                    "resource not found: {uri:?} belongs to no server behind Manifold; resources/list shows what is offered"
-                ),
-            )));
-        };
+        let not_found = || Box::new(resource_not_found(id, uri));
+        let (server, original) = resource_target(catalog, uri).ok_or_else(not_found)?;
         match self.decide(ctx, ItemKind::Resource, Some(&server), uri) {
             Decision::Allow => Ok((server, original)),
-            Decision::Hide => Err(Box::new(error(
-                id,
-                ErrorCode::InvalidParams,
-                format!("resource not found: {uri:?}; resources/list shows what is offered"),
-            ))),
+            Decision::Hide => Err(not_found()),
             Decision::Refuse(rule) => Err(Box::new(refused(
                 id,
                 ctx,
@@ -710,7 +733,7 @@ impl Gateway {
             }
             "ref/resource" => {
                 let uri = request.params_str(&["ref", "uri"])?;
-                let server = catalog.resource(&uri)?.0.to_string();
+                let server = resource_target(catalog, &uri)?.0.to_string();
                 (ItemKind::Resource, server, uri)
             }
             _ => return None,

@@ -23,6 +23,7 @@ use crate::context::RequestContext;
 use crate::gateway::{Discovery, Gateway};
 use crate::mrtr::{HeldCall, INPUT_KEY, QuestionCatcher, StateError, input_required};
 use crate::policy::ItemKind;
+use crate::result_links::without_hidden_resources;
 use crate::server_requests::CallOrigin;
 use crate::upstream::Upstream;
 
@@ -244,11 +245,16 @@ impl Gateway {
             Ok(response) => {
                 let namespaced = self.settings().naming.mode != NamingMode::Never;
                 let max = self.settings().result_max_bytes;
+                let policy = self.policy();
+                let view = policy.for_caller(ctx.caller.as_deref());
                 let fixed = response.result_raw().map(|r| {
                     let linked = rewrite_elements(r, &["content"], |el| {
                         link_uri_back(&catalog, &server, el, namespaced)
                     })
                     .unwrap_or_else(|_| r.to_owned());
+                    // A link the caller could not follow would still name what it may not see.
+                    let linked = without_hidden_resources(&linked, &["content"], &view, &server)
+                        .unwrap_or(linked);
                     let linked = crate::tasks::expose_in_result(&linked, &server);
                     let capped = crate::truncate::cap_tool_result(&linked, max);
                     if retries == 0 {
@@ -349,6 +355,11 @@ impl Gateway {
                         )?))
                     })
                     .unwrap_or_else(|_| r.to_owned())
+                });
+                let policy = self.policy();
+                let view = policy.for_caller(ctx.caller.as_deref());
+                let fixed = fixed.map(|r| {
+                    without_hidden_resources(&r, &["contents"], &view, &server).unwrap_or(r)
                 });
                 let reading = request.method() == Some("resources/read");
                 let fixed = fixed.map(|r| if reading { with_cache_hints(ctx, r) } else { r });
@@ -572,8 +583,22 @@ impl Gateway {
         let upstream = self
             .upstream(server)
             .ok_or_else(|| unavailable("it is not configured".to_owned()))?;
-        let conn = match (&ctx.session, upstream.def.scope) {
-            (Some(session), crate::upstream::Scope::Session) => {
+        let own_legacy = match &ctx.session {
+            Some(session)
+                if crate::sessions::wants_own_legacy_connection(&ctx.client, &upstream) =>
+            {
+                self.inner
+                    .sessions
+                    .legacy_connection(session, &upstream.def, &ctx.client.capabilities)
+                    .await?
+            }
+            _ => None,
+        };
+        let speaks_modern =
+            own_legacy.is_none() && upstream.peer_info().is_some_and(|i| i.era == Era::Modern);
+        let conn = match (own_legacy, &ctx.session, upstream.def.scope) {
+            (Some(conn), _, _) => conn,
+            (None, Some(session), crate::upstream::Scope::Session) => {
                 self.inner
                     .sessions
                     .connection(session, &upstream.def, &ctx.client.capabilities)
@@ -583,7 +608,7 @@ impl Gateway {
         };
         let method = outgoing.method().unwrap_or_default().to_owned();
         let mut params = outgoing.params().unwrap_or("{}").to_owned();
-        if upstream.peer_info().is_some_and(|i| i.era == Era::Modern) {
+        if speaks_modern {
             // A modern upstream learns the client's capabilities per request: exactly what the
             // client declared, less what the configuration withholds.
             let caps = upstream.capabilities_for(&ctx.client.capabilities);
@@ -743,9 +768,10 @@ impl Gateway {
                     "it asked for {method}, which the client did not declare ({cap})"
                 )));
             }
+            let params = request.get("params").map(Value::to_string);
             let question = ctx
                 .peer
-                .request(method, request.get("params").map(Value::to_string));
+                .request(method, crate::mrtr::as_legacy_question(method, params));
             let Some(question) = question else {
                 return Err(protocol(format!(
                     "it asked for {method}, and this client cannot be asked"

@@ -249,6 +249,11 @@ impl Catalog {
             .filter(|n| !self.withheld.contains_key(*n))
     }
 
+    /// Whether `exposed` is, byte for byte, the URI of a listed resource.
+    pub fn lists_resource(&self, exposed: &str) -> bool {
+        self.resource_index.contains_key(exposed)
+    }
+
     /// The server and original URI of an exposed resource URI (listed, or under a server's prefix).
     pub fn resource(&self, exposed: &str) -> Option<(Arc<str>, String)> {
         if let Some(e) = self

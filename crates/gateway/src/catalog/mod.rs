@@ -5,3 +5,4 @@ pub mod hygiene;
 pub mod naming;
 pub mod suggest;
 pub mod uri;
+pub mod uri_normal;
