@@ -4,8 +4,8 @@
 // scenarios got worse through the gateway, with the checks that failed there.
 //
 // usage: node compare_outcomes.mjs LABEL DIRECT_DIR DIRECT_LOG GATEWAY_DIR GATEWAY_LOG COUNTS_FILE
-// Prints the two totals, every worse scenario and (as a note) every scenario that passed with fewer
-// checks through the gateway; writes `FINE WORSE` (comparison counts) to COUNTS_FILE.
+// Prints the two totals, every worse scenario and, as notes, every scenario that passed with fewer
+// checks or failed more checks through the gateway; writes `FINE WORSE` (comparison counts) to COUNTS_FILE.
 
 import { readFileSync, readdirSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
@@ -68,6 +68,14 @@ for (const [scenario, d] of direct) {
         // Not worse by the suite's verdict, but checks that ran directly were skipped through the gateway.
         if (ok(d) && g && g.passed < d.passed) {
             console.log(`    note ${scenario}: passes both ways, with ${d.passed} checks directly and ${g.passed} through the gateway`);
+        }
+        if (!ok(d) && g && !ok(g) && g.failed > d.failed) {
+            console.log(`    note ${scenario}: fails both ways, with ${d.failed} failed checks directly and ${g.failed} through the gateway`);
+            const checkId = failure => failure.split(':')[0];
+            const before = new Set(d.failures.map(checkId));
+            for (const failure of g.failures.filter(f => !before.has(checkId(f))).slice(0, 6)) {
+                console.log(`      ${failure.replace(/\s+/g, ' ').slice(0, 400)}`);
+            }
         }
         continue;
     }

@@ -5,9 +5,10 @@
 # once through `manifold serve` (naming = "never", the server as an HTTP upstream), and name every
 # scenario that passes directly but fails through the gateway.
 #
-# Servers compared: the TypeScript SDK 1.x fixture (tests/conformance/ts_v1_fixture.mjs). The SDK v2
-# and Python SDK peers under tests/peers offer their own small tool sets, not the suite's names, so
-# the suite has nothing to compare there.
+# Servers compared: the TypeScript SDK 1.x fixture (ts_v1_fixture.mjs, legacy era) and the Python
+# SDK 2.x fixture (python_fixture.py, both eras), both offering the suite's names. The peers
+# tests/peers/ts_v2_server.mjs and python_server.py offer their own small tool sets, not the suite's
+# names, so the suite would have nothing to compare there.
 #
 # Usage: tests/conformance/run-compare.sh [--keep-logs]
 # Needs the built manifold binary and the suite (scripts/install-peers). Prints both totals per suite
@@ -23,6 +24,8 @@ STABLE=$SUITES/stable/node_modules/@modelcontextprotocol/conformance/dist/index.
 ALPHA=$SUITES/alpha/node_modules/@modelcontextprotocol/conformance/dist/index.js
 COMPARE=$ROOT/tests/conformance/compare_outcomes.mjs
 TS_V1_FIXTURE=$ROOT/tests/conformance/ts_v1_fixture.mjs
+PYTHON_FIXTURE=$ROOT/tests/conformance/python_fixture.py
+PYTHON=${MANIFOLD_PEERS_DIR:-$ROOT/tests/peers}/.venv/bin/python
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
 MANIFOLD=$TARGET_DIR/debug/manifold
@@ -31,7 +34,7 @@ URL_WAIT_TENTHS=300
 KEEP_LOGS=0
 [ "${1:-}" = "--keep-logs" ] && KEEP_LOGS=1
 
-for need in "$NODE" "$STABLE" "$ALPHA" "$MANIFOLD" "$COMPARE" "$TS_V1_FIXTURE"; do
+for need in "$NODE" "$STABLE" "$ALPHA" "$MANIFOLD" "$COMPARE" "$TS_V1_FIXTURE" "$PYTHON" "$PYTHON_FIXTURE"; do
   if [ ! -e "$need" ]; then
     echo "run-compare: $need is missing (cargo build -p manifold; scripts/install-peers)" >&2
     exit 2
@@ -40,13 +43,12 @@ done
 
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/manifold-conformance-compare.XXXXXX")
 PIDS=()
+# Signal every process first, then reap: a server drains its open connections before it exits, so
+# waiting on it while the gateway that holds them still runs would stall.
 stop_all() {
-  for pid in "${PIDS[@]}"; do
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null
-      wait "$pid" 2>/dev/null
-    fi
-  done
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   PIDS=()
 }
 trap stop_all EXIT
@@ -114,19 +116,32 @@ TOML
   fi
 }
 
-# The TypeScript SDK 1.x fixture: Node 22 runs it (any Node >= 20 does).
-dir=$LOGS/ts-v1
-mkdir -p "$dir"
-"$NODE" "$TS_V1_FIXTURE" --port 0 >"$dir/server.out" 2>"$dir/server.err" &
-PIDS+=("$!")
-url=$(wait_for_url "$!" "$dir/server.out" 's/^listening on //p')
-if [ -z "$url" ]; then
-  echo "run-compare: the TS SDK 1.x fixture printed no URL:" >&2
-  cat "$dir/server.err" >&2
-  WORSE=$((WORSE + 1))
-else
-  compare_server ts-v1 "$dir" "$url"
-fi
+# run_server NAME SED_EXPR COMMAND...: start one SDK server, wait for the URL it prints, compare it.
+run_server() {
+  local name=$1 expr=$2
+  shift 2
+  local dir=$LOGS/$name url
+  mkdir -p "$dir"
+  "$@" >"$dir/server.out" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  url=$(wait_for_url "$pid" "$dir/server.out" "$expr")
+  if [ -z "$url" ]; then
+    echo "run-compare: the $name server printed no URL:" >&2
+    cat "$dir/server.out" >&2
+    WORSE=$((WORSE + 1))
+    return
+  fi
+  compare_server "$name" "$dir" "$url"
+  stop_all
+}
+
+# The TypeScript SDK 1.x fixture (legacy era only); Node 22 runs it (any Node >= 20 does).
+run_server ts-v1 's/^listening on //p' "$NODE" "$TS_V1_FIXTURE" --port 0
+# The Python SDK 2.x fixture (both eras). Uvicorn cannot report a port it picked, so pick one here.
+PY_PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+run_server python-v2 "s|^.*Uvicorn running on \(http://127.0.0.1:[0-9]*\).*|\1/mcp|p" \
+  "$PYTHON" "$PYTHON_FIXTURE" --port "$PY_PORT"
 
 stop_all
 echo "conformance-compare: $FINE passed, $WORSE failed"
