@@ -4,6 +4,7 @@
 //! the catalogs of every upstream under stable names, routes each call to its upstream through
 //! manifold-upstream, and answers with patched raw messages.
 
+pub mod audience;
 pub mod builtin;
 pub mod call_record;
 pub mod catalog;

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use manifold_gateway::audience::Audience;
 use manifold_gateway::{GatewayEvent, event_notification};
 use manifold_wire::id::json_string;
 use manifold_wire::{Id, Message};
@@ -149,9 +150,22 @@ impl ListenFilter {
         Some(Message::notification(method, Some(&params)))
     }
 
-    /// The notifications to send after events were missed (the stream lagged): every kind the
-    /// stream opted in to, since each is a "refetch" trigger.
-    pub fn after_lag(&self, id: &Id) -> Vec<Message> {
+    /// As [`ListenFilter::notification`], and only if the listening caller's rules let it hear
+    /// the event (see `manifold_gateway::audience`).
+    pub fn heard(&self, event: &GatewayEvent, id: &Id, audience: &Audience) -> Option<Message> {
+        self.notification(event, id)
+            .filter(|_| audience.admits(event))
+    }
+
+    /// As [`ListenFilter::after_lag`], less what the listening caller's rules keep from it.
+    pub fn heard_after_lag(&self, id: &Id, audience: &Audience) -> Vec<Message> {
+        self.missed_events()
+            .iter()
+            .filter_map(|e| self.heard(e, id, audience))
+            .collect()
+    }
+
+    fn missed_events(&self) -> Vec<GatewayEvent> {
         let mut kinds = vec![
             GatewayEvent::ToolsChanged,
             GatewayEvent::PromptsChanged,
@@ -163,6 +177,12 @@ impl ListenFilter {
                 .map(|u| GatewayEvent::ResourceUpdated { uri: u.clone() }),
         );
         kinds
+    }
+
+    /// The notifications to send after events were missed (the stream lagged): every kind the
+    /// stream opted in to, since each is a "refetch" trigger.
+    pub fn after_lag(&self, id: &Id) -> Vec<Message> {
+        self.missed_events()
             .iter()
             .filter_map(|k| self.notification(k, id))
             .collect()

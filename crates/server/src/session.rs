@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use futures::future::BoxFuture;
+use manifold_gateway::audience::Audience;
 use manifold_gateway::drain::CallGuard;
 use manifold_gateway::{Caller, ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext};
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, meta};
@@ -46,6 +47,9 @@ pub struct ClientSession {
     subscriptions: Mutex<HashSet<String>>,
     log_level: Mutex<Option<LogLevel>>,
     max_in_flight: usize,
+    /// Whose rules judge what this session hears: set by its first call, renewed when the
+    /// caller changes.
+    audience: RwLock<Option<Arc<Audience>>>,
 }
 
 impl ClientSession {
@@ -65,7 +69,36 @@ impl ClientSession {
             subscriptions: Mutex::new(HashSet::new()),
             log_level: Mutex::new(None),
             max_in_flight,
+            audience: RwLock::new(None),
         }
+    }
+
+    /// Makes `caller`'s rules judge what this session hears from now on (see
+    /// `manifold_gateway::audience`); kept while the caller stays the same.
+    pub fn heard_by(&self, gateway: &Gateway, caller: Option<&Arc<Caller>>) {
+        // The token may be renewed; the rules look only at who the caller is.
+        let who = |c: Option<&Arc<Caller>>| {
+            c.map(|c| (c.name.clone(), c.groups.clone(), c.scopes.clone()))
+        };
+        let same = |a: &Audience| who(a.caller()) == who(caller);
+        if self
+            .audience
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_deref()
+            .is_some_and(same)
+        {
+            return;
+        }
+        let audience = Arc::new(Audience::new(gateway.clone(), caller.cloned()));
+        *self.audience.write().unwrap_or_else(|p| p.into_inner()) = Some(audience);
+    }
+
+    fn audience(&self) -> Option<Arc<Audience>> {
+        self.audience
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn view(&self) -> ClientView {
@@ -262,9 +295,22 @@ impl ClientSession {
     }
 
     /// The notification this session gets for a gateway event, if any.
+    /// A change the caller's rules hide entirely is not heard, and a subscription to a resource
+    /// the rules now hide is dropped.
     pub fn event_message(&self, event: &GatewayEvent) -> Option<Message> {
         let level = *lock(&self.log_level);
-        events::for_session(event, &lock(&self.subscriptions), level)
+        let message = events::for_session(event, &lock(&self.subscriptions), level)?;
+        let Some(audience) = self.audience() else {
+            return Some(message);
+        };
+        if audience.admits(event) {
+            return Some(message);
+        }
+        if let GatewayEvent::ResourceUpdated { uri } = event {
+            tracing::debug!("a subscription to a resource the rules now hide was dropped");
+            lock(&self.subscriptions).remove(uri);
+        }
+        None
     }
 
     /// The notifications this session gets for what its gateway event receiver yielded; `None`
@@ -429,6 +475,7 @@ pub async fn run_session_call_as(
         caller,
         trace: None,
     };
+    session.heard_by(gateway, ctx.caller.as_ref());
     let response = run_call(gateway, ctx, request, cancel).await;
     if let Some(r) = &response {
         session.note_outcome(request, r);

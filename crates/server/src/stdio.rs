@@ -23,6 +23,7 @@ use crate::http::modern::MODERN_METHODS;
 use crate::limits::MAX_IN_FLIGHT;
 use crate::modern_meta::{looks_modern, read_meta};
 use crate::session::{ClientSession, ModernPeer, Outlet, negotiate, run_call, run_session_call};
+use manifold_gateway::audience::Audience;
 
 /// Lines queued for the writer before notifications are dropped.
 pub const STDIO_OUTBOX: usize = 1024;
@@ -253,6 +254,7 @@ impl Connection {
     /// with the listen request's id; the client ends it with `notifications/cancelled`.
     async fn listen(&self, filter: ListenFilter, id: &Id, cancel: &CancellationToken) {
         let mut events = self.gateway.events();
+        let audience = Audience::new(self.gateway.clone(), None);
         self.writer.answer(&filter.acknowledgement(id)).await;
         loop {
             let event = tokio::select! {
@@ -261,8 +263,8 @@ impl Connection {
                 e = events.recv() => e,
             };
             let notes = match event {
-                Ok(e) => filter.notification(&e, id).into_iter().collect(),
-                Err(RecvError::Lagged(_)) => filter.after_lag(id),
+                Ok(e) => filter.heard(&e, id, &audience).into_iter().collect(),
+                Err(RecvError::Lagged(_)) => filter.heard_after_lag(id, &audience),
                 Err(RecvError::Closed) => return,
             };
             for n in notes {

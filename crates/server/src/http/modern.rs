@@ -400,6 +400,10 @@ fn listen(state: &Arc<AppState>, accepts: &Accepts, message: &Message, id: &Id) 
     );
     // Subscribe before acknowledging, so nothing published in between is lost.
     let mut events = state.gateway.events();
+    let audience = manifold_gateway::audience::Audience::new(
+        state.gateway.clone(),
+        super::authn::current_caller(),
+    );
     log.push(filter.acknowledgement(id).as_str());
     let gone = CancellationToken::new();
     log.set_abandon(gone.clone());
@@ -419,12 +423,12 @@ fn listen(state: &Arc<AppState>, accepts: &Accepts, message: &Message, id: &Id) 
                     }
                     event = events.recv() => match event {
                         Ok(e) => {
-                            if let Some(n) = filter.notification(&e, &id) {
+                            if let Some(n) = filter.heard(&e, &id, &audience) {
                                 log.push(n.as_str());
                             }
                         }
                         Err(RecvError::Lagged(_)) => {
-                            for n in filter.after_lag(&id) {
+                            for n in filter.heard_after_lag(&id, &audience) {
                                 log.push(n.as_str());
                             }
                         }
