@@ -303,3 +303,68 @@ async fn listen_streams_and_http_sse_sessions_past_their_bounds_get_503() {
     }
     live.stop().await;
 }
+
+/// A POST to a JSON-RPC endpoint with the given `Content-Type` (none when `None`).
+async fn post_typed(
+    live: &Live,
+    path: &str,
+    content_type: Option<&str>,
+    body: &str,
+) -> reqwest::Response {
+    let mut r = live
+        .http
+        .post(format!("{}{path}", live.base))
+        .header("accept", "application/json, text/event-stream");
+    if let Some(ct) = content_type {
+        r = r.header("content-type", ct);
+    }
+    r.body(body.to_owned()).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_post_that_is_not_json_is_415_on_every_json_rpc_endpoint_and_says_what_to_send() {
+    let live = start().await;
+    let init = init_body("2025-11-25", "{}");
+    let refused = [
+        Some("text/plain"),
+        Some("text/plain;charset=UTF-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        None,
+    ];
+    for path in ["/mcp", "/message?sessionId=0000"] {
+        for ct in refused {
+            let r = post_typed(&live, path, ct, &init).await;
+            assert_eq!(r.status(), 415, "{path} with {ct:?}");
+            let body = json_of(r).await;
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("Content-Type: application/json"),
+                "{message}"
+            );
+            match ct {
+                Some(ct) => assert!(message.contains(ct), "{message}"),
+                None => assert!(message.contains("no Content-Type"), "{message}"),
+            }
+            assert!(body["id"].is_null());
+        }
+    }
+    for ct in ["application/json;charset=utf-8", "Application/JSON"] {
+        let r = post_typed(&live, "/mcp", Some(ct), &init).await;
+        assert_eq!(r.status(), 200, "{ct}");
+    }
+    let metrics = live
+        .http
+        .get(format!("{}/metrics", live.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("reason=\"unsupported_media_type\""),
+        "{metrics}"
+    );
+    live.stop().await;
+}

@@ -56,6 +56,7 @@ async fn the_stream_opens_with_the_endpoint_and_carries_every_reply() {
     let missing = live
         .http
         .post(format!("{}/message", live.base))
+        .header("content-type", "application/json")
         .body("{}")
         .send()
         .await
@@ -64,6 +65,7 @@ async fn the_stream_opens_with_the_endpoint_and_carries_every_reply() {
     let unknown = live
         .http
         .post(format!("{}/message?sessionId=0000", live.base))
+        .header("content-type", "application/json")
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .send()
         .await

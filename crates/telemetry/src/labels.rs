@@ -177,6 +177,8 @@ pub enum RejectReason {
     NotAcceptable,
     /// An HTTP method the endpoint does not take (405).
     MethodNotAllowed,
+    /// A POST whose `Content-Type` is not `application/json` (415).
+    UnsupportedMediaType,
     /// A bound on sessions or streams was reached (429, 503).
     Overloaded,
     /// Any other refusal (4xx or 5xx).
@@ -184,7 +186,7 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 16] = [
+    pub const ALL: [RejectReason; 17] = [
         RejectReason::Origin,
         RejectReason::Host,
         RejectReason::Forbidden,
@@ -199,6 +201,7 @@ impl RejectReason {
         RejectReason::UnknownMethod,
         RejectReason::NotAcceptable,
         RejectReason::MethodNotAllowed,
+        RejectReason::UnsupportedMediaType,
         RejectReason::Overloaded,
         RejectReason::Other,
     ];
@@ -219,6 +222,7 @@ impl RejectReason {
             RejectReason::UnknownMethod => "unknown_method",
             RejectReason::NotAcceptable => "not_acceptable",
             RejectReason::MethodNotAllowed => "method_not_allowed",
+            RejectReason::UnsupportedMediaType => "unsupported_media_type",
             RejectReason::Overloaded => "overloaded",
             RejectReason::Other => "other",
         }
@@ -231,6 +235,7 @@ impl RejectReason {
             (413, _) => RejectReason::BodyTooLarge,
             (406, _) => RejectReason::NotAcceptable,
             (405, _) => RejectReason::MethodNotAllowed,
+            (415, _) => RejectReason::UnsupportedMediaType,
             (429 | 503, _) => RejectReason::Overloaded,
             (403, _) => RejectReason::Forbidden,
             (401, _) => RejectReason::Unauthenticated,

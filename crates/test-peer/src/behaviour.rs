@@ -19,6 +19,8 @@ pub enum Behaviour {
     PartialThenEof,
     /// Before each `tools/call` response, one notification line of exactly 20 MiB.
     OverLongLine,
+    /// The `tools/list` answer is one line of exactly 20 MiB whose id is its last member.
+    OverLongAnswer,
     /// The `tools/call` response carries the bytes 0xFF 0xFE inside a JSON string.
     InvalidUtf8,
     /// `tools/call` responses say `"jsonrpc":"1.0"`.

@@ -841,7 +841,9 @@ fn send_reply(
 
     let id_text = id.to_string();
     let normal = jsonrpc::envelope("2.0", &id_text, member, &payload, "");
-    let frames = if !is_call {
+    let frames = if method == "tools/list" && behaviour == Behaviour::OverLongAnswer {
+        vec![payloads::over_long_answer(&id_text)]
+    } else if !is_call {
         vec![normal]
     } else {
         match behaviour {

@@ -52,6 +52,19 @@ pub fn over_long_notification() -> Vec<u8> {
     out
 }
 
+/// A `tools/list` answer to `id_text` whose serialised form is exactly [`OVER_LONG_LINE_BYTES`]
+/// long, the id last so that it lies past any limit below that length.
+pub fn over_long_answer(id_text: &str) -> Vec<u8> {
+    let head = br#"{"jsonrpc":"2.0","result":{"tools":[],"padding":""#;
+    let tail = format!(r#""}},"id":{id_text}}}"#);
+    let padding = OVER_LONG_LINE_BYTES.saturating_sub(head.len() + tail.len());
+    let mut out = Vec::with_capacity(OVER_LONG_LINE_BYTES);
+    out.extend_from_slice(head);
+    out.resize(out.len() + padding, b'x');
+    out.extend_from_slice(tail.as_bytes());
+    out
+}
+
 /// Length of the giant SSE event's text content.
 pub const GIANT_TEXT_BYTES: usize = 20 * MIB;
 
@@ -103,6 +116,15 @@ mod tests {
             parsed["content"][0]["text"],
             "caf\u{e9} \"quoted\" /slash/ \u{1F600} tab\tend"
         );
+    }
+
+    #[test]
+    fn over_long_answer_has_the_exact_length_and_its_id_last() {
+        let line = over_long_answer("7");
+        assert_eq!(line.len(), OVER_LONG_LINE_BYTES);
+        let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(value["id"], 7);
+        assert!(line.ends_with(br#","id":7}"#));
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub(crate) struct ModernMeta {
 }
 
 struct Pending {
+    /// The request's method, for errors that name it.
+    method: String,
     context: Option<CallContext>,
     /// The caller's own progress token, restored on the way back.
     caller_token: Option<String>,
@@ -333,6 +335,7 @@ impl Connection {
             t.pending.insert(
                 id.clone(),
                 Pending {
+                    method: method.to_owned(),
                     context,
                     caller_token,
                     our_token,
@@ -644,6 +647,7 @@ async fn route_inbound(inner: std::sync::Weak<Inner>, mut inbound: mpsc::Receive
             Inbound::RequestFailed { id, error } => {
                 inner.settle(&id, Err(error));
             }
+            Inbound::AnswerTooLong { id, limit } => answer_too_long(&inner, &id, limit),
             Inbound::Closed { cause } => {
                 inner.close_all(&cause);
                 return;
@@ -652,6 +656,36 @@ async fn route_inbound(inner: std::sync::Weak<Inner>, mut inbound: mpsc::Receive
     }
     if let Some(inner) = inner.upgrade() {
         inner.close_all("the transport stopped");
+    }
+}
+
+/// Fails the call an over-long answer was meant for, naming its method and the limit.
+fn answer_too_long(inner: &Inner, id: &Id, limit: usize) {
+    inner.stats.faults.fetch_add(1, Ordering::Relaxed);
+    let Some(p) = inner.forget(id) else {
+        tracing::warn!(server = %inner.server, id = %id, "an over-long line answered no pending request");
+        return;
+    };
+    let _ = p.done.send(Err(UpstreamError::Protocol {
+        server: inner.server.clone(),
+        detail: format!(
+            "the server's answer to {} was over {}; it was skipped unread (make the answer smaller, e.g. page it)",
+            p.method,
+            byte_size(limit)
+        ),
+    }));
+}
+
+/// A byte count as people read limits: whole MiB or KiB where exact.
+fn byte_size(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 

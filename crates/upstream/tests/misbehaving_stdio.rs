@@ -249,6 +249,31 @@ async fn an_over_long_line_is_skipped_and_the_stream_stays_in_sync() {
     close_and_census(echo_ok("over-long-line", &[]).await).await;
 }
 
+#[tokio::test]
+async fn an_over_long_answer_fails_its_call_at_once_naming_the_method_and_the_limit() {
+    let (conn, _) = open("over-long-answer", &[], EraChoice::Auto)
+        .await
+        .unwrap();
+    // The call's own timeout is far past the hang guard: only the skipped line's id can end it.
+    let options = CallOptions {
+        timeout: HANG_GUARD * 10,
+        ..CallOptions::default()
+    };
+    let outcome = tokio::time::timeout(HANG_GUARD, conn.list_all(ListKind::Tools, options))
+        .await
+        .expect("the call waited for its timeout instead of failing at once");
+    match outcome {
+        Err(UpstreamError::Protocol { detail, .. }) => assert!(
+            detail.contains("the server's answer to tools/list was over 16 MiB"),
+            "{detail}"
+        ),
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    // The stream stayed in sync: the next call is answered.
+    assert_eq!(text_of(&echo(&conn, "after").await.unwrap()), "after");
+    close_and_census(conn).await;
+}
+
 async fn protocol_error(behaviour: &str, needle: &str) {
     let (conn, _) = open(behaviour, &[], EraChoice::Auto).await.unwrap();
     match echo(&conn, "hi").await {

@@ -8,6 +8,7 @@ pub mod depth;
 pub mod elements;
 pub mod envelope;
 pub mod id;
+pub mod id_scan;
 pub mod line;
 pub mod log_level;
 pub mod meta;

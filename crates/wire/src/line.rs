@@ -3,8 +3,13 @@
 //! Reads arrive in arbitrary pieces (a UTF-8 character or a message can be split anywhere), and a
 //! hostile peer can send a line that never ends. The framer works on bytes, caps a line at a named
 //! size, and after an over-long line discards up to the next newline so the stream stays in sync.
+//! While it discards, it reads the line's top-level `id` (`id_scan.rs`) so that the call the line
+//! answered can fail at once ([`LineFramer::take_skipped_id`]).
 
 use bytes::{Buf, Bytes, BytesMut};
+
+use crate::id::Id;
+use crate::id_scan::TopLevelIdScan;
 
 /// The longest line accepted by default (16 MiB), excluding its line ending.
 pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
@@ -26,6 +31,10 @@ pub struct LineFramer {
     /// Bytes of `buf` already known to contain no newline.
     scanned: usize,
     discarding: bool,
+    /// The id scan of the over-long line being discarded, until it has its answer.
+    id_scan: Option<TopLevelIdScan>,
+    /// The id of an over-long line, read and not yet taken.
+    skipped_id: Option<Id>,
 }
 
 impl LineFramer {
@@ -35,6 +44,30 @@ impl LineFramer {
             max: max_line,
             scanned: 0,
             discarding: false,
+            id_scan: None,
+            skipped_id: None,
+        }
+    }
+
+    /// The top-level id of the latest over-long line, once it has been read (often by the time
+    /// its [`Frame::TooLong`] comes out, at the latest when the line ends); each id is returned
+    /// once.
+    pub fn take_skipped_id(&mut self) -> Option<Id> {
+        self.skipped_id.take()
+    }
+
+    /// Feeds discarded bytes to the id scan; `end` says the over-long line ended with them.
+    fn scan_discarded(&mut self, bytes: &[u8], end: bool) {
+        let Some(scan) = self.id_scan.as_mut() else {
+            return;
+        };
+        scan.feed(bytes);
+        if end {
+            scan.finish();
+        }
+        if scan.is_done() {
+            self.skipped_id = scan.id().cloned();
+            self.id_scan = None;
         }
     }
 
@@ -54,7 +87,8 @@ impl LineFramer {
             let Some(nl) = found else {
                 self.scanned = self.buf.len();
                 if self.discarding {
-                    self.buf.clear();
+                    let discarded = std::mem::take(&mut self.buf);
+                    self.scan_discarded(&discarded, false);
                     self.scanned = 0;
                     return None;
                 }
@@ -62,7 +96,9 @@ impl LineFramer {
                 // (saturating, so that a limit of usize::MAX means "no limit").
                 if self.buf.len() > self.max.saturating_add(1) {
                     let seen = self.buf.len();
-                    self.buf.clear();
+                    self.id_scan = Some(TopLevelIdScan::new());
+                    let discarded = std::mem::take(&mut self.buf);
+                    self.scan_discarded(&discarded, false);
                     self.scanned = 0;
                     self.discarding = true;
                     return Some(Frame::TooLong {
@@ -80,9 +116,13 @@ impl LineFramer {
             }
             if self.discarding {
                 self.discarding = false;
+                self.scan_discarded(&line, true);
+                self.id_scan = None;
                 continue;
             }
             if line.len() > self.max {
+                self.id_scan = Some(TopLevelIdScan::new());
+                self.scan_discarded(&line, true);
                 return Some(Frame::TooLong {
                     limit: self.max,
                     seen: line.len(),
@@ -101,6 +141,7 @@ impl LineFramer {
         self.scanned = 0;
         if self.discarding || rest.iter().all(u8::is_ascii_whitespace) {
             self.discarding = false;
+            self.id_scan = None;
             return None;
         }
         Some(rest.freeze())
@@ -184,6 +225,35 @@ mod tests {
         let mut f = LineFramer::new(4);
         f.push(b"1234\r\n");
         assert_eq!(drain(&mut f), vec![line("1234")]);
+    }
+
+    #[test]
+    fn the_id_of_an_over_long_line_is_read_while_it_is_skipped() {
+        let mut f = LineFramer::new(16);
+        // The id comes after the limit: it is read from the discarded bytes.
+        f.push(b"{\"result\":{\"text\":\"0123456789abcdef\"},");
+        assert_eq!(
+            drain(&mut f),
+            vec![Frame::TooLong {
+                limit: 16,
+                seen: 38
+            }]
+        );
+        assert_eq!(f.take_skipped_id(), None);
+        f.push(b"\"id\":41}\n{\"ok\":1}\n");
+        assert_eq!(drain(&mut f), vec![line("{\"ok\":1}")]);
+        assert_eq!(f.take_skipped_id(), Some(Id::Num(41)));
+        assert_eq!(f.take_skipped_id(), None);
+        // In one read, and with the id first: known as soon as the line is reported.
+        f.push(b"{\"id\":\"s\",\"result\":\"0123456789abcdef\"}\n");
+        assert_eq!(
+            drain(&mut f),
+            vec![Frame::TooLong {
+                limit: 16,
+                seen: 38
+            }]
+        );
+        assert_eq!(f.take_skipped_id(), Some(Id::from("s")));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! (or on their own listener), and the OAuth protected resource metadata.
 
 pub mod authn;
+pub mod content_type;
 pub mod drain;
 pub mod guard;
 pub mod legacy_sessions;
@@ -107,6 +108,9 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/mcp", any(streamable::endpoint))
         .route("/sse", get(sse_transport::open))
         .route("/message", post(sse_transport::message))
+        // Inside authentication: an unauthenticated caller learns 401, never what the body
+        // should have been.
+        .layer(axum::middleware::from_fn(content_type::require_json))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             authn::require,

@@ -27,6 +27,9 @@ pub enum Inbound {
     Fault(Fault),
     /// The transport could not deliver a request or its response (HTTP status, broken stream).
     RequestFailed { id: Id, error: UpstreamError },
+    /// The answer to request `id` was longer than `limit` bytes and was skipped unread; the
+    /// call fails at once rather than wait for its timeout.
+    AnswerTooLong { id: Id, limit: usize },
     /// The transport is gone; every pending request must settle with this cause.
     Closed { cause: String },
 }

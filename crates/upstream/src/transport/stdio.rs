@@ -210,7 +210,10 @@ async fn read_stdout(
             let item = match frame {
                 Frame::TooLong { limit, seen } => {
                     tracing::warn!(server = %server, limit, seen, "the server wrote a line longer than the limit; skipped it");
-                    continue;
+                    match framer.take_skipped_id() {
+                        Some(id) => Inbound::AnswerTooLong { id, limit },
+                        None => continue,
+                    }
                 }
                 Frame::Line(line) => match Message::decode(&line) {
                     Ok(message) => {
@@ -238,6 +241,17 @@ async fn read_stdout(
                 },
             };
             if inbound.send(item).await.is_err() {
+                return;
+            }
+        }
+        // An over-long line whose id came after the limit: read by now if the line ended.
+        if let Some(id) = framer.take_skipped_id() {
+            let limit = max_line;
+            if inbound
+                .send(Inbound::AnswerTooLong { id, limit })
+                .await
+                .is_err()
+            {
                 return;
             }
         }
