@@ -6,7 +6,7 @@
 //! literal (with a note), nothing is resolved. Every output loads with `Config::from_str`
 //! (given the variables it references).
 
-mod jsonc;
+pub mod jsonc;
 mod references;
 
 use std::collections::BTreeSet;
@@ -46,7 +46,13 @@ const READ_KEYS: &[&str] = &[
 /// Converts a client's JSON configuration into Manifold TOML.
 pub fn import(json_text: &str, source_name: &str) -> Result<String, ImportError> {
     let source = comment_text(source_name);
-    let json: Value = serde_json::from_str(&strip_jsonc(json_text)).map_err(|e| {
+    let plain = strip_jsonc(json_text).map_err(|e| ImportError::NotJson {
+        source_name: source_name.to_owned(),
+        line: e.line,
+        column: e.column,
+        reason: e.to_string(),
+    })?;
+    let json: Value = serde_json::from_str(&plain).map_err(|e| {
         let text = e.to_string();
         let reason = match text.rfind(" at line ") {
             Some(i) => text.get(..i).unwrap_or_default().to_owned(),
