@@ -245,6 +245,12 @@ impl Connection {
         lock(&self.inner.notifications_rx).take()
     }
 
+    /// In the legacy era, whether the server's questions can travel on this connection (see
+    /// [`crate::transport::Transport::carries_server_requests`]).
+    pub fn carries_server_requests(&self) -> bool {
+        self.inner.transport.carries_server_requests()
+    }
+
     /// Describes the transport for logs and health.
     pub fn describe(&self) -> String {
         self.inner.transport.describe()
