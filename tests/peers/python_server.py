@@ -14,8 +14,8 @@ import sys
 from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve, Sample
-from mcp_types import CreateMessageResult, SamplingMessage, TextContent
+from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
+from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 HOST = "127.0.0.1"
@@ -73,6 +73,24 @@ def summarize(text: str, summary: Annotated[CreateMessageResult, Resolve(sample_
     if isinstance(content, TextContent):
         return content.text
     return f"non-text sampling result: {content.type}"
+
+
+def ask_for_roots() -> ListRoots:
+    return ListRoots()
+
+
+@server.tool()
+def list_roots(roots: Annotated[ListRootsResult, Resolve(ask_for_roots)]) -> str:
+    """List the client's roots (a server->client request in the legacy era, MRTR in the modern era)."""
+    return " ".join(str(r.uri) for r in roots.roots)
+
+
+@server.tool()
+async def open_link(ctx: Context) -> str:
+    """Send the client to a URL (URL-mode elicitation). The SDK offers it only as a server->client
+    request, so only the legacy era can carry it."""
+    answer = await ctx.elicit_url("Please sign in.", "https://example.com/sign-in", "sign-in-1")
+    return f"url elicitation {answer.action}"
 
 
 @server.resource("test://python/hello", mime_type="text/plain")

@@ -12,6 +12,8 @@ import {
     createMcpHandler,
     fromJsonSchema,
     hostHeaderValidationResponse,
+    inputRequired,
+    inputResponse,
     localhostAllowedHostnames,
     originValidationResponse,
     localhostAllowedOrigins
@@ -50,6 +52,7 @@ function buildServer() {
         },
         async ({ a, b }) => ({ content: [{ type: 'text', text: String(a + b) }] })
     );
+    registerQuestionTools(server);
     server.registerResource(
         'hello',
         'test://ts/hello',
@@ -71,6 +74,71 @@ function buildServer() {
         })
     );
     return server;
+}
+
+const NO_ARGUMENTS = fromJsonSchema({ type: 'object', properties: {} });
+const TEXT_ARGUMENT = fromJsonSchema({ type: 'object', properties: { text: { type: 'string' } }, required: ['text'] });
+
+// Each question two ways, as SDK 2.x servers are written: the multi-round-trip form (`inputRequired`),
+// which the SDK also serves to legacy clients as real server->client requests, and the push form
+// (`ctx.mcpReq.requestSampling`/`elicitInput`), which only the legacy era can carry.
+function registerQuestionTools(server) {
+    const asking = (name, description, inputSchema, ask, answer) =>
+        server.registerTool(name, { description, inputSchema }, async (args, ctx) => {
+            const got = inputResponse(ctx.mcpReq.inputResponses, 'q');
+            if (got.kind === 'missing') return inputRequired({ inputRequests: { q: ask(args) } });
+            return { content: [{ type: 'text', text: answer(got) }] };
+        });
+    asking(
+        'summarize',
+        "Ask the client's model to summarize `text` (sampling, multi-round-trip).",
+        TEXT_ARGUMENT,
+        ({ text }) =>
+            inputRequired.createMessage({
+                messages: [{ role: 'user', content: { type: 'text', text: `Summarize: ${text}` } }],
+                maxTokens: 100
+            }),
+        got => (got.kind === 'sampling' && got.result.content.type === 'text' ? got.result.content.text : `unexpected ${got.kind}`)
+    );
+    asking(
+        'ask_name',
+        'Ask the client for a name (form elicitation, multi-round-trip).',
+        NO_ARGUMENTS,
+        () =>
+            inputRequired.elicit({
+                message: 'What is your name?',
+                requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
+            }),
+        got => (got.kind === 'elicit' && got.action === 'accept' ? `Hello, ${got.content?.name}!` : `elicitation ${got.action ?? got.kind}`)
+    );
+    asking(
+        'open_link',
+        'Send the client to a URL (URL-mode elicitation, multi-round-trip).',
+        NO_ARGUMENTS,
+        () => inputRequired.elicitUrl({ message: 'Please sign in.', url: 'https://example.com/sign-in' }),
+        got => `url elicitation ${got.action ?? got.kind}`
+    );
+    asking(
+        'list_roots',
+        "List the client's roots (multi-round-trip).",
+        NO_ARGUMENTS,
+        () => inputRequired.listRoots(),
+        got => (got.kind === 'roots' ? got.roots.map(r => r.uri).join(' ') : `unexpected ${got.kind}`)
+    );
+    server.registerTool(
+        'push_summarize',
+        {
+            description: "Ask the client's model to summarize `text` with a server->client request (legacy era only).",
+            inputSchema: TEXT_ARGUMENT
+        },
+        async ({ text }, ctx) => {
+            const sampled = await ctx.mcpReq.requestSampling({
+                messages: [{ role: 'user', content: { type: 'text', text: `Summarize: ${text}` } }],
+                maxTokens: 100
+            });
+            return { content: [{ type: 'text', text: sampled.content.type === 'text' ? sampled.content.text : 'non-text' }] };
+        }
+    );
 }
 
 // node:http speaks IncomingMessage/ServerResponse; the SDK handler speaks fetch Request/Response.

@@ -212,6 +212,34 @@ impl Default for HeldCalls {
     }
 }
 
+/// A modern upstream's question as a legacy client expects it: a URL-mode elicitation of the
+/// 2026-07-28 revision has no `elicitationId` (the server correlates through `requestState`), but
+/// the 2025-11-25 revision requires one, so Manifold mints it.
+pub fn as_legacy_question(method: &str, params: Option<String>) -> Option<String> {
+    let raw = params.as_deref()?;
+    let is_url = method == "elicitation/create"
+        && manifold_wire::patch::get(raw, &["mode"])
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.trim() == "\"url\"");
+    if !is_url {
+        return params;
+    }
+    let mut id = [0u8; 16];
+    if getrandom::fill(&mut id).is_err() {
+        id = Instant::now().elapsed().as_nanos().to_be_bytes();
+    }
+    let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id);
+    match manifold_wire::patch::set_missing(
+        raw,
+        &[],
+        &[("elicitationId", &manifold_wire::id::json_string(&id))],
+    ) {
+        Ok(Some(with_id)) => Some(with_id),
+        _ => params,
+    }
+}
+
 /// The `input_required` result asking the client one question.
 pub fn input_required(method: &str, params: Option<&str>, state: &str) -> String {
     format!(
@@ -241,6 +269,25 @@ mod tests {
         token.extend(held.mac(7));
         let ours_but_unknown = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token);
         assert_eq!(held.take(&ours_but_unknown).err(), Some(StateError::Gone));
+    }
+
+    #[test]
+    fn a_modern_url_elicitation_gets_the_elicitation_id_a_legacy_client_needs() {
+        let url = r#"{"mode":"url","message":"m","url":"https://e.example/"}"#;
+        let legacy = as_legacy_question("elicitation/create", Some(url.to_owned())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&legacy).unwrap();
+        assert!(v["elicitationId"].as_str().is_some_and(|id| !id.is_empty()));
+        assert_eq!(v["url"], "https://e.example/");
+        let form = r#"{"message":"m","requestedSchema":{}}"#;
+        assert_eq!(
+            as_legacy_question("elicitation/create", Some(form.to_owned())).as_deref(),
+            Some(form)
+        );
+        let has_id = r#"{"mode":"url","elicitationId":"x","url":"u","message":"m"}"#;
+        assert_eq!(
+            as_legacy_question("elicitation/create", Some(has_id.to_owned())).as_deref(),
+            Some(has_id)
+        );
     }
 
     #[test]

@@ -28,6 +28,36 @@ pub fn capability_for(method: &str) -> Option<&'static str> {
     }
 }
 
+/// The mode of an elicitation the client cannot take: Manifold declares both modes to a shared
+/// legacy upstream, so it checks here, per client, what the server would have checked itself.
+/// An `elicitation` capability with neither mode named means form mode only.
+fn elicitation_mode_refused(
+    client: &ClientView,
+    method: &str,
+    params: Option<&str>,
+) -> Option<&'static str> {
+    if method != "elicitation/create" {
+        return None;
+    }
+    let params = params.unwrap_or("{}");
+    let asked_url = manifold_wire::patch::get(params, &["mode"])
+        .ok()
+        .flatten()
+        .is_some_and(|m| m.trim() == "\"url\"");
+    let declares = |mode: &str| {
+        manifold_wire::patch::get(&client.capabilities, &["elicitation", mode])
+            .ok()
+            .flatten()
+            .is_some_and(|v| v.trim() != "null")
+    };
+    let names_a_mode = declares("form") || declares("url");
+    match asked_url {
+        true if !declares("url") => Some("url"),
+        false if names_a_mode && !declares("form") => Some("form"),
+        _ => None,
+    }
+}
+
 /// Routes upstream server requests to the right downstream client.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ToOriginatingClient;
@@ -55,6 +85,16 @@ impl ServerRequestHandler for ToOriginatingClient {
                     format!(
                         "the client did not declare the {cap} capability, so it cannot answer {}",
                         request.method
+                    ),
+                ));
+            }
+            if let Some(mode) =
+                elicitation_mode_refused(&origin.client, &request.method, request.params.as_deref())
+            {
+                return Err(ErrorObject::new(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "the client did not declare {mode}-mode elicitation (capabilities.elicitation.{mode}), so it cannot answer this elicitation/create"
                     ),
                 ));
             }

@@ -12,9 +12,12 @@ use manifold_gateway::catalog::naming::{NamingMode, NamingRules};
 use manifold_gateway::{Discovery, GatewaySettings, Scope, UpstreamDefinition};
 
 /// What upstreams may learn of a client's capabilities unless told otherwise: everything
-/// Manifold can carry back to the client.
+/// Manifold can carry back to the client. A shared legacy connection declares exactly this at
+/// `initialize`, so both elicitation modes are named (Manifold refuses, per client, a mode the
+/// client did not declare); to a modern upstream only the top-level names filter what the client
+/// itself declared.
 pub const FORWARDED_CAPABILITIES: &str =
-    r#"{"elicitation":{},"sampling":{},"roots":{},"extensions":{}}"#;
+    r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{},"extensions":{}}"#;
 
 /// The core's settings for a configuration.
 pub fn gateway_settings(config: &Config) -> GatewaySettings {

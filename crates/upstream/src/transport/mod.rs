@@ -67,6 +67,14 @@ pub trait Transport: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// In the legacy era, whether a server->client request can reach Manifold and its answer get
+    /// back to the server. Stdio and HTTP+SSE always can; Streamable HTTP only inside a session
+    /// (a server that answered `initialize` without a session id serves statelessly and has no
+    /// way to match an answer POSTed later to the question it asked).
+    fn carries_server_requests(&self) -> bool {
+        true
+    }
+
     /// Ends the connection gracefully (closing stdin and reaping a child, DELETE of a session).
     fn close(&self) -> BoxFuture<'_, ()>;
 

@@ -1073,6 +1073,10 @@ impl Transport for StreamableHttpTransport {
     fn describe(&self) -> String {
         format!("Streamable HTTP {}", self.shared.url)
     }
+
+    fn carries_server_requests(&self) -> bool {
+        self.session_id().is_some()
+    }
 }
 
 impl Drop for StreamableHttpTransport {
