@@ -27,7 +27,9 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::watch;
 
-pub use canonical_json::{CanonicalError, Json, canonicalize, ecmascript_number, to_canonical};
+pub use canonical_json::{
+    CanonicalError, Json, canonicalize, ecmascript_number, parse, to_canonical,
+};
 
 use crate::upstream::Lists;
 
