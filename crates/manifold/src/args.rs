@@ -168,7 +168,7 @@ pub struct TargetArgs {
     /// Extra HTTP header, 'Name: value' (repeatable).
     #[arg(long = "header", short = 'H', value_name = "'NAME: VALUE'")]
     pub headers: Vec<String>,
-    /// Seconds to wait for each answer.
+    /// Seconds for the whole connection set-up (era probe, handshake, first list), and for each answer after it.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub timeout: f64,
     /// Environment variable for a stdio server, K=V (repeatable); the child otherwise starts from a minimal environment.

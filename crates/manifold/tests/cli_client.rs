@@ -535,3 +535,39 @@ fn inspect_json_describes_the_connection_and_leaves_no_child_behind() {
         "the stdio server (pid {pid}) outlived the manifold command"
     );
 }
+
+/// A stdio server's teardown after a missed deadline: 2 s after stdin closes, 2 s after SIGTERM
+/// (`STDIN_CLOSE_GRACE` + `SIGTERM_GRACE`); the stated margin of `--timeout`.
+const TEARDOWN_MARGIN: Duration = Duration::from_secs(4);
+/// Room for a loaded machine on top of that; still far below the 37 s the set-up took unbounded.
+const LOADED_MACHINE_SLACK: Duration = Duration::from_secs(8);
+
+#[test]
+fn timeout_bounds_the_set_up_of_a_server_that_prints_non_json_then_stays_silent() {
+    let timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let run = manifold([
+        "list",
+        "tools",
+        "--timeout",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo 'starting up'; echo 'not JSON either'; exec sleep 1000",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(
+        run.stderr.contains("took longer than --timeout 2s")
+            && run
+                .stderr
+                .contains("the era probe got no answer to server/discover"),
+        "{run:?}"
+    );
+    assert!(
+        took < timeout + TEARDOWN_MARGIN + LOADED_MACHINE_SLACK,
+        "the set-up deadline did not hold: {took:?}"
+    );
+}

@@ -240,6 +240,15 @@ impl Connection {
         lock(&self.inner.tables).pending.len()
     }
 
+    /// The methods of the requests in flight, oldest id first: what a deadline that passed
+    /// was waiting for.
+    pub fn pending_methods(&self) -> Vec<String> {
+        let t = lock(&self.inner.tables);
+        let mut pending: Vec<(&Id, &Pending)> = t.pending.iter().collect();
+        pending.sort_by(|a, b| a.0.cmp(b.0));
+        pending.into_iter().map(|(_, p)| p.method.clone()).collect()
+    }
+
     /// The connection-level notifications (list changes, logs not tied to a call). Taken once.
     pub fn take_notifications(&self) -> Option<mpsc::Receiver<Message>> {
         lock(&self.inner.notifications_rx).take()

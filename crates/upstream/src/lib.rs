@@ -12,7 +12,7 @@ pub mod negotiate;
 pub mod paginate;
 pub mod transport;
 
-pub use connect::{ConnectOptions, HttpSpec, HttpTransportChoice, Target, connect};
+pub use connect::{ConnectOptions, HttpSpec, HttpTransportChoice, Target, connect, connect_within};
 pub use connection::{
     Call, CallEvent, CallOptions, Connection, RefuseServerRequests, ServerRequest,
     ServerRequestHandler,

@@ -15,10 +15,11 @@ use std::sync::Arc;
 use manifold_upstream::paginate::{ListKind, result_or_error};
 use manifold_upstream::{
     CallEvent, CallOptions, ClientIdentity, ConnectOptions, Connection, PeerInfo,
-    RefuseServerRequests, connect,
+    RefuseServerRequests, UpstreamError, connect_within,
 };
 use manifold_wire::{Message, meta};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::args::{ListWhat, TargetArgs};
 use crate::report::{CliError, Outcome};
@@ -31,8 +32,52 @@ struct Session {
     conn: Connection,
     info: PeerInfo,
     options: CallOptions,
+    /// When the set-up (era probe, handshake, first list) must be done: `--timeout` after start.
+    setup_deadline: Instant,
     json: bool,
     style: Style,
+}
+
+impl Session {
+    /// The options of the first list, which is still part of the set-up: it gets what is left
+    /// of `--timeout`, so a server that stalls there fails when the set-up deadline passes.
+    fn first_list_options(&self) -> CallOptions {
+        let left = self
+            .setup_deadline
+            .saturating_duration_since(Instant::now())
+            .max(MIN_FIRST_LIST_WAIT);
+        CallOptions {
+            timeout: self.options.timeout.min(left),
+            ..self.options
+        }
+    }
+}
+
+/// The least the first list may wait, when the handshake used up nearly all of `--timeout`.
+pub const MIN_FIRST_LIST_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What a method still unanswered at the set-up deadline says about the phase it stalled in.
+fn setup_phase(method: &str) -> &'static str {
+    match method {
+        meta::method::DISCOVER => "the era probe",
+        meta::method::INITIALIZE => "the handshake",
+        _ => "the connection set-up",
+    }
+}
+
+/// A set-up that ran past `--timeout`, said as such rather than as a slow answer.
+fn setup_timed_out(error: UpstreamError, timeout: std::time::Duration) -> CliError {
+    match error {
+        UpstreamError::Timeout { server, method, .. } => CliError::with_hint(
+            format!(
+                "connecting to server {server:?} took longer than --timeout {}s: {} got no answer to {method}",
+                timeout.as_secs_f64(),
+                setup_phase(&method)
+            ),
+            "check that the command is an MCP server that writes JSON-RPC to stdout (-v shows its stderr), or raise --timeout",
+        ),
+        other => other.into(),
+    }
 }
 
 async fn open(args: &TargetArgs, resolved: &Resolved) -> Result<Session, CliError> {
@@ -47,11 +92,15 @@ async fn open(args: &TargetArgs, resolved: &Resolved) -> Result<Session, CliErro
     } else {
         options.handler = Arc::new(RefuseServerRequests);
     }
-    let (conn, info) = connect(&resolved.target, &options).await?;
+    let setup_deadline = Instant::now() + resolved.timeout;
+    let (conn, info) = connect_within(&resolved.target, &options, setup_deadline)
+        .await
+        .map_err(|e| setup_timed_out(e, resolved.timeout))?;
     Ok(Session {
         conn,
         info,
         options: CallOptions::with_timeout(resolved.timeout),
+        setup_deadline,
         json: args.json,
         style: Style::stdout(),
     })
@@ -242,7 +291,7 @@ pub async fn list(what: ListWhat, args: &TargetArgs) -> Result<Outcome, CliError
         "manifold list tools|resources|templates|prompts URL | ... -- COMMAND ARGS...",
         |s, _| async move {
             let result = async {
-                let items = s.conn.list_all(kind, s.options).await?;
+                let items = s.conn.list_all(kind, s.first_list_options()).await?;
                 if s.json {
                     println!("{}", raw_list_json(kind.member(), &items));
                     return Ok(Outcome::Success);
