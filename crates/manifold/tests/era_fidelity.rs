@@ -5,6 +5,9 @@
 //! legacy era and in the modern era, and checks every question's answer in the tool's result. Where
 //! an SDK cannot carry a question even directly, the expected outcome is the same failure.
 //!
+//! Then, for every server, a call is cancelled while its question is open: the client must see the
+//! question withdrawn, as it does directly.
+//!
 //! One gateway and its HTTP servers per test; each test runs the whole matrix for one client era.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -271,7 +274,10 @@ async fn run_matrix(era: ClientEra) {
         "mode": match era { ClientEra::Legacy => "legacy", ClientEra::Modern => "auto" },
         "answers": {"name": ELICITED_NAME, "sampled": SAMPLED_TEXT, "model": "m", "root": ROOT_URI},
         "calls": calls,
-        "cancel": {"name": "v2__summarize", "arguments": {"text": "never answered"}},
+        "cancels": SERVERS
+            .iter()
+            .map(|server| json!({"name": format!("{server}__summarize"), "arguments": {"text": "never answered"}}))
+            .collect::<Vec<_>>(),
     });
     let report = run_client(&plan);
     let expected_revision = match era {
@@ -307,9 +313,16 @@ async fn run_matrix(era: ClientEra) {
         rows.len(),
         wrong.join("\n")
     );
-    let cancel = &report["cancel"];
-    assert_eq!(cancel["questionArrived"], true, "{cancel}");
-    assert_eq!(cancel["callEnded"], "cancelled", "{cancel}");
+    // Cancelling a call while its question is open withdraws the question, as directly: the
+    // client's handler is cancelled (a legacy client by the notifications/cancelled Manifold
+    // relays once the upstream withdraws its request).
+    let cancels = report["cancels"].as_array().unwrap();
+    assert_eq!(cancels.len(), SERVERS.len(), "{report}");
+    for cancel in cancels {
+        assert_eq!(cancel["questionArrived"], true, "{cancel}");
+        assert_eq!(cancel["callEnded"], "cancelled", "{cancel}");
+        assert_eq!(cancel["questionWithdrawn"], true, "{cancel}");
+    }
     drop(gateway);
 }
 

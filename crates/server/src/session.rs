@@ -193,7 +193,7 @@ impl ClientSession {
         self: &Arc<Self>,
         method: &str,
         params: Option<String>,
-        deliver: impl FnOnce(&Message) -> bool,
+        deliver: impl Fn(&Message) -> bool + Send + Sync + 'static,
     ) -> BoxFuture<'static, Result<String, ErrorObject>> {
         let n = self.next_request.fetch_add(1, Ordering::Relaxed);
         let id = Id::from(format!("{}-{n}", self.request_prefix).as_str());
@@ -223,8 +223,8 @@ impl ClientSession {
             return Box::pin(async move { Err(e) });
         }
         // Captured (not created inside the future) so that dropping even an unpolled answer
-        // forgets the request.
-        let forget = Forget(Arc::clone(self), id);
+        // forgets the request, and withdraws it from the client if it was still open.
+        let forget = Forget(Arc::clone(self), id, Box::new(deliver));
         Box::pin(async move {
             let _forget = forget;
             rx.await.unwrap_or_else(|_| {
@@ -234,6 +234,18 @@ impl ClientSession {
                 ))
             })
         })
+    }
+
+    /// Withdraws the server requests among `ids` that are still unanswered, telling the client
+    /// through `deliver`; answered ones are left alone.
+    pub fn withdraw(&self, ids: &[Id], deliver: impl Fn(&Message) -> bool) {
+        for id in ids {
+            // Dropping the sender fails the waiting question with "session ended"; its upstream
+            // call is over anyway.
+            if lock(&self.pending).remove(id).is_some() {
+                let _ = deliver(&withdrawal(id));
+            }
+        }
     }
 
     /// Routes a client's response to the server request waiting for it; `false` if none waits.
@@ -346,11 +358,28 @@ impl ClientSession {
 }
 
 /// Removes a server request from the pending table when whoever awaited it gives up.
-struct Forget(Arc<ClientSession>, Id);
+/// `notifications/cancelled` for a server request the client was asked.
+fn withdrawal(id: &Id) -> Message {
+    let params = format!(
+        r#"{{"requestId":{},"reason":"the server withdrew this request"}}"#,
+        id.to_json()
+    );
+    Message::notification(meta::method::CANCELLED, Some(&params))
+}
+
+/// A server request's way to the client, kept to withdraw the request if it is given up.
+type Deliver = Box<dyn Fn(&Message) -> bool + Send + Sync>;
+
+struct Forget(Arc<ClientSession>, Id, Deliver);
 
 impl Drop for Forget {
     fn drop(&mut self) {
-        lock(&self.0.pending).remove(&self.1);
+        // Still pending means nobody answered: the upstream withdrew its question (its call was
+        // cancelled) or the call ended, so the client is told to stop asking its user, as the
+        // server would have told it directly.
+        if lock(&self.0.pending).remove(&self.1).is_some() {
+            let _ = (self.2)(&withdrawal(&self.1));
+        }
     }
 }
 
@@ -359,6 +388,9 @@ impl Drop for Forget {
 pub struct CallPeer {
     pub session: Arc<ClientSession>,
     pub outlet: Arc<dyn Outlet>,
+    /// The ids of the server requests this call caused, so the ones still open when the call
+    /// ends are withdrawn while its stream can still carry the withdrawal.
+    pub asked: Arc<Mutex<Vec<Id>>>,
 }
 
 impl DownstreamPeer for CallPeer {
@@ -374,7 +406,15 @@ impl DownstreamPeer for CallPeer {
         params: Option<String>,
     ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>> {
         let outlet = Arc::clone(&self.outlet);
-        Some(self.session.ask(method, params, move |m| outlet.send(m)))
+        let asked = Arc::clone(&self.asked);
+        Some(self.session.ask(method, params, move |m| {
+            if m.kind() == Kind::Request
+                && let Some(id) = m.id()
+            {
+                lock(&asked).push(id.clone());
+            }
+            outlet.send(m)
+        }))
     }
 }
 
@@ -465,11 +505,13 @@ pub async fn run_session_call_as(
     cancel: &CancellationToken,
     caller: Option<Arc<Caller>>,
 ) -> Option<CallAnswer> {
+    let asked = Arc::new(Mutex::new(Vec::new()));
     let ctx = RequestContext {
         client: session.view(),
         peer: Arc::new(CallPeer {
             session: Arc::clone(session),
-            outlet,
+            outlet: Arc::clone(&outlet),
+            asked: Arc::clone(&asked),
         }),
         session: session.id.clone(),
         caller,
@@ -477,6 +519,9 @@ pub async fn run_session_call_as(
     };
     session.heard_by(gateway, ctx.caller.as_ref());
     let response = run_call(gateway, ctx, request, cancel).await;
+    // A question the upstream asked during a call that is now over (cancelled, typically) will
+    // never be answered usefully: the client is told to stop asking its user.
+    session.withdraw(&std::mem::take(&mut *lock(&asked)), |m| outlet.send(m));
     if let Some(r) = &response {
         session.note_outcome(request, r);
     }
@@ -560,6 +605,37 @@ mod tests {
         assert_eq!(e.code, -32006);
         drop(waiting);
         assert!(!s.busy(), "giving up on a request forgets it");
+    }
+
+    #[tokio::test]
+    async fn a_server_request_given_up_unanswered_is_withdrawn_from_the_client() {
+        let s = session();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&sent);
+        let question = s.ask("sampling/createMessage", None, move |m| {
+            lock(&sink).push(m.clone());
+            true
+        });
+        drop(question);
+        let sent = lock(&sent).clone();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[1].method(), Some("notifications/cancelled"));
+        assert_eq!(
+            sent[1].params_raw(&["requestId"]),
+            Some(r#""mf-test-1""#),
+            "{sent:?}"
+        );
+        // An answered request is not withdrawn.
+        let sink = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&sink);
+        let answered = s.ask("roots/list", None, move |m| {
+            lock(&seen).push(m.clone());
+            true
+        });
+        let id = lock(&sink)[0].id().cloned().unwrap();
+        assert!(s.answer(&Message::result(&id, "{}")));
+        answered.await.unwrap();
+        assert_eq!(lock(&sink).len(), 1);
     }
 
     #[test]

@@ -6,9 +6,9 @@
 #
 # usage: python era_py_client.py PLAN_JSON
 # PLAN_JSON: {"url": URL, "mode": "legacy" | "auto", "answers": {"name", "sampled", "model", "root"},
-#             "calls": [{"name", "arguments"}], "cancel": {"name", "arguments"} | null}
-# "cancel" calls a tool whose question the client never answers, cancels the call once the question
-# has arrived, and reports whether the client saw its question withdrawn.
+#             "calls": [{"name", "arguments"}], "cancels": [{"name", "arguments"}]}
+# Each of "cancels" calls a tool whose question the client never answers, cancels the call once the
+# question has arrived, and reports whether the client saw its question withdrawn.
 import json
 import sys
 
@@ -27,16 +27,14 @@ def failure(e: BaseException) -> dict:
 async def main(plan: dict) -> None:
     answers = plan["answers"]
     asked: list = []
-    hold = {"on": False}
-    question_arrived = anyio.Event()
-    question_withdrawn = anyio.Event()
+    hold = {"on": False, "arrived": anyio.Event(), "withdrawn": anyio.Event()}
 
     async def held_question() -> None:
-        question_arrived.set()
+        hold["arrived"].set()
         try:
             await anyio.sleep_forever()
         finally:
-            question_withdrawn.set()
+            hold["withdrawn"].set()
 
     async def on_elicit(ctx, params):
         fields = params.model_dump(by_alias=True, exclude_none=True)
@@ -85,12 +83,16 @@ async def main(plan: dict) -> None:
             entry["name"] = call["name"]
             entry["asked"] = list(asked)
             report["calls"].append(entry)
-        if plan.get("cancel"):
-            report["cancel"] = await cancel_step(client, plan["cancel"], hold, question_arrived, question_withdrawn)
+        report["cancels"] = []
+        for call in plan.get("cancels", []):
+            hold["arrived"], hold["withdrawn"] = anyio.Event(), anyio.Event()
+            outcome = await cancel_step(client, call, hold)
+            outcome["name"] = call["name"]
+            report["cancels"].append(outcome)
     print(json.dumps(report), flush=True)
 
 
-async def cancel_step(client, call, hold, question_arrived, question_withdrawn) -> dict:
+async def cancel_step(client, call, hold) -> dict:
     hold["on"] = True
     outcome: dict = {"questionArrived": False, "questionWithdrawn": False}
     with anyio.move_on_after(QUESTION_GUARD_SECONDS):
@@ -107,11 +109,11 @@ async def cancel_step(client, call, hold, question_arrived, question_withdrawn) 
                     outcome["callEnded"] = failure(e)
 
             tg.start_soon(run_call)
-            await question_arrived.wait()
+            await hold["arrived"].wait()
             outcome["questionArrived"] = True
             tg.cancel_scope.cancel()
     with anyio.move_on_after(QUESTION_GUARD_SECONDS):
-        await question_withdrawn.wait()
+        await hold["withdrawn"].wait()
         outcome["questionWithdrawn"] = True
     hold["on"] = False
     return outcome
