@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
-use manifold_telemetry::call_log::{CALL_ID_META, CallRecord};
+use manifold_telemetry::call_log::{ANONYMOUS_CALLER, CALL_ID_META, CallRecord};
 use manifold_telemetry::labels::BUILTIN_UPSTREAM;
 use manifold_telemetry::metrics::ToolHandles;
 use manifold_telemetry::trace_context::{TRACEPARENT, TRACESTATE};
@@ -80,8 +80,11 @@ impl CallInProgress<'_> {
             return;
         }
         let trace_id = trace_of(self.ctx, self.request).map(|t| t.parent.trace_id_hex());
+        let caller = self.ctx.caller.as_deref();
         policy.emit(&CallRecord {
             call_id: &self.call_id,
+            caller: caller.map_or(ANONYMOUS_CALLER, |c| c.name.as_str()),
+            groups: caller.map_or(&[], |c| c.groups.as_slice()),
             session: self.ctx.session.as_deref(),
             upstream: self.upstream,
             tool: self.tool,

@@ -697,3 +697,63 @@ async fn a_trace_crosses_the_gateway_from_the_client_to_the_upstream() {
         assert_eq!(upstream.meta["tracestate"].as_str(), state);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_line_names_its_caller_and_groups_and_never_the_key() {
+    let dir = temp_dir("caller");
+    let peer = manifold_testkit::test_peer().unwrap();
+    let config = format!(
+        "[auth]\napi_keys = true\n\n[servers.peer]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
+        peer.display()
+    );
+    // The key must exist before the gateway starts: write the file `Gateway::start` writes.
+    let path = dir.join("manifold.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n{config}",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let made = Command::new(MANIFOLD)
+        .args([
+            "keys",
+            "create",
+            "ci-bot",
+            "--scopes",
+            "mcp",
+            "--groups",
+            "ops,oncall",
+        ])
+        .arg("--config")
+        .arg(&path)
+        .current_dir(&dir)
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let key = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let gw = Gateway::start(&dir, &config).await;
+    let client = Client::new(&gw.url);
+    let bearer = format!("Bearer {key}");
+    let auth = [("authorization", bearer.as_str())];
+
+    let echoed = client
+        .modern_call(
+            1,
+            json!({"name": "peer__echo", "arguments": {"message": "who"}}),
+            &auth,
+        )
+        .await;
+    let call_id = call_id_of(&echoed);
+
+    let stderr = gw.stop().await;
+    let line = call_lines(&stderr)
+        .into_iter()
+        .find(|l| l["fields"]["call_id"] == call_id.as_str())
+        .unwrap_or_else(|| panic!("no call line for {call_id}: {stderr}"));
+    assert_eq!(line["fields"]["caller"], "ci-bot", "{line}");
+    assert_eq!(line["fields"]["groups"], "ops,oncall", "{line}");
+    assert!(!stderr.contains(&key), "the API key reached the log");
+}

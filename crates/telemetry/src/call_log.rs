@@ -13,6 +13,8 @@ use crate::redact::{self, Redactor};
 pub const CALL_TARGET: &str = "manifold::call";
 /// The `_meta` key of the call id on every tool result.
 pub const CALL_ID_META: &str = "io.manifold/callId";
+/// The `caller` of a call that presented no credentials (authentication off).
+pub const ANONYMOUS_CALLER: &str = "anonymous";
 
 /// How much of a call's arguments its line shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,6 +41,11 @@ pub struct CallLogPolicy {
 #[derive(Debug, Clone)]
 pub struct CallRecord<'a> {
     pub call_id: &'a str,
+    /// Who called: the API key's name or the token's subject, [`ANONYMOUS_CALLER`] without
+    /// authentication. Never the credential itself.
+    pub caller: &'a str,
+    /// The caller's groups (logged comma-separated, `-` when none).
+    pub groups: &'a [String],
     /// The legacy session id, when there is one (logged as a tag, never as it is).
     pub session: Option<&'a str>,
     pub upstream: &'a str,
@@ -88,9 +95,16 @@ impl CallLogPolicy {
         });
         let arguments = self.arguments_field(record.arguments);
         let duration_ms = (record.duration.as_secs_f64() * 1_000_000.0).round() / 1000.0;
+        let groups = if record.groups.is_empty() {
+            "-".to_owned()
+        } else {
+            record.groups.join(",")
+        };
         tracing::info!(
             target: CALL_TARGET,
             call_id = record.call_id,
+            caller = record.caller,
+            groups = groups.as_str(),
             session = session.as_deref().unwrap_or("-"),
             upstream = record.upstream,
             tool = record.tool,
@@ -171,8 +185,11 @@ mod tests {
             arguments: ArgumentLogging::Redacted,
             redactor: Redactor::new(["tok-abcdef".to_owned()]),
         };
+        let groups = ["ops".to_owned(), "oncall".to_owned()];
         let record = CallRecord {
             call_id: "0123456789abcdef",
+            caller: "ci-bot",
+            groups: &groups,
             session: Some("k1.sealed-session-id"),
             upstream: "peer",
             tool: "echo",
@@ -192,6 +209,8 @@ mod tests {
         let f = &line["fields"];
         assert_eq!(f["message"], "tool call");
         assert_eq!(f["call_id"], "0123456789abcdef");
+        assert_eq!(f["caller"], "ci-bot");
+        assert_eq!(f["groups"], "ops,oncall");
         assert_eq!(f["session"], redact::session_tag("k1.sealed-session-id"));
         assert_eq!(f["upstream"], "peer");
         assert_eq!(f["tool"], "echo");
@@ -208,6 +227,28 @@ mod tests {
     }
 
     #[test]
+    fn an_anonymous_call_line_says_so_and_has_no_groups() {
+        let record = CallRecord {
+            call_id: "x",
+            caller: ANONYMOUS_CALLER,
+            groups: &[],
+            session: None,
+            upstream: "peer",
+            tool: "echo",
+            duration: Duration::ZERO,
+            outcome: CallOutcome::Ok,
+            retries: 0,
+            error: None,
+            error_code: None,
+            arguments: None,
+            trace_id: None,
+        };
+        let lines = json_lines(&CallLogPolicy::default(), &record);
+        assert_eq!(lines[0]["fields"]["caller"], "anonymous");
+        assert_eq!(lines[0]["fields"]["groups"], "-");
+    }
+
+    #[test]
     fn nothing_is_written_when_call_lines_are_off() {
         let out = Captured::default();
         let sink = out.clone();
@@ -221,6 +262,8 @@ mod tests {
             assert!(!policy.enabled());
             policy.emit(&CallRecord {
                 call_id: "x",
+                caller: ANONYMOUS_CALLER,
+                groups: &[],
                 session: None,
                 upstream: "peer",
                 tool: "echo",
