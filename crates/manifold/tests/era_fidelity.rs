@@ -2,7 +2,7 @@
 //! through Manifold whenever it would reach the client directly, whatever era each side speaks. This
 //! drives `manifold serve` in front of every dual-era SDK server of tests/peers (TS SDK 1.x, TS SDK 2.x
 //! and Python SDK 2.x, each over stdio and Streamable HTTP) with the real Python SDK client in the
-//! legacy era and in the modern era, and checks every question's answer in the tool's result. Where
+//! legacy era and in the modern era and the TS SDK 1.x client (legacy only), and checks every question's answer in the tool's result. Where
 //! an SDK cannot carry a question even directly, the expected outcome is the same failure.
 //!
 //! Then, for every server, a call is cancelled while its question is open: the client must see the
@@ -220,12 +220,31 @@ fn start_gateway(
     (guard, stdout, url)
 }
 
-/// Runs the Python SDK client with a plan and returns its report.
-fn run_client(plan: &Value) -> Value {
-    let script = workspace_root().join("crates/manifold/tests/clients/era_py_client.py");
-    let mut command = Command::new(python().unwrap());
+/// Which real client drives the gateway.
+#[derive(Debug, Clone, Copy)]
+enum Driver {
+    /// The Python SDK 2.x client, in either era.
+    PythonSdk,
+    /// The TypeScript SDK 1.x client, legacy era only.
+    TsSdkV1,
+}
+
+/// Runs a client with a plan and returns its report.
+fn run_client(driver: Driver, plan: &Value) -> Value {
+    let scripts = workspace_root().join("crates/manifold/tests/clients");
+    let mut command = match driver {
+        Driver::PythonSdk => {
+            let mut c = Command::new(python().unwrap());
+            c.arg(scripts.join("era_py_client.py"));
+            c
+        }
+        Driver::TsSdkV1 => {
+            let mut c = Command::new(node().unwrap());
+            c.arg(scripts.join("era_ts_v1_client.mjs"));
+            c
+        }
+    };
     command
-        .arg(script)
         .arg(plan.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -258,7 +277,7 @@ fn run_client(plan: &Value) -> Value {
 }
 
 /// Every row of the matrix for one client era, then a call cancelled while its question is open.
-async fn run_matrix(era: ClientEra) {
+async fn run_matrix(era: ClientEra, driver: Driver) {
     let dir = ScratchDir::new("era-fidelity").unwrap();
     let http = start_http_peers().await;
     let config_path = dir.path().join("manifold.toml");
@@ -274,12 +293,13 @@ async fn run_matrix(era: ClientEra) {
         "mode": match era { ClientEra::Legacy => "legacy", ClientEra::Modern => "auto" },
         "answers": {"name": ELICITED_NAME, "sampled": SAMPLED_TEXT, "model": "m", "root": ROOT_URI},
         "calls": calls,
+        "modules": peers_dir().unwrap().join("node_modules").to_string_lossy(),
         "cancels": SERVERS
             .iter()
             .map(|server| json!({"name": format!("{server}__summarize"), "arguments": {"text": "never answered"}}))
             .collect::<Vec<_>>(),
     });
-    let report = run_client(&plan);
+    let report = run_client(driver, &plan);
     let expected_revision = match era {
         ClientEra::Legacy => "2025-11-25",
         ClientEra::Modern => "2026-07-28",
@@ -328,10 +348,15 @@ async fn run_matrix(era: ClientEra) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_legacy_client_gets_every_question_of_every_dual_era_server_through_the_gateway() {
-    run_matrix(ClientEra::Legacy).await;
+    run_matrix(ClientEra::Legacy, Driver::PythonSdk).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ts_sdk_v1_client_gets_every_question_of_every_dual_era_server_through_the_gateway() {
+    run_matrix(ClientEra::Legacy, Driver::TsSdkV1).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_modern_client_gets_every_question_of_every_dual_era_server_through_the_gateway() {
-    run_matrix(ClientEra::Modern).await;
+    run_matrix(ClientEra::Modern, Driver::PythonSdk).await;
 }
