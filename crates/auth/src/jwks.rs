@@ -505,6 +505,31 @@ pub(crate) fn printable(value: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Serves `body` at `/doc` on 127.0.0.1:0; the task ends with the test's runtime.
+    async fn serve_document(body: Vec<u8>) -> url::Url {
+        let app = axum::Router::new().route(
+            "/doc",
+            axum::routing::get(move || {
+                let body = body.clone();
+                async move { body }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url::Url::parse(&format!("http://{addr}/doc")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_document_at_the_cap_is_read_and_one_byte_more_is_refused_naming_the_cap() {
+        let at_cap = serve_document(vec![b' '; MAX_DOCUMENT_BYTES]).await;
+        let cache = JwksCache::new(KeySource::Url(at_cap.clone())).unwrap();
+        assert_eq!(cache.get(&at_cap).await.unwrap().len(), MAX_DOCUMENT_BYTES);
+        let over = serve_document(vec![b' '; MAX_DOCUMENT_BYTES + 1]).await;
+        let refused = cache.get(&over).await.unwrap_err();
+        assert_eq!(refused, format!("{over} is larger than 1024 KiB"));
+    }
+
     #[test]
     fn metadata_urls_follow_the_spec_order() {
         let with_path = url::Url::parse("https://auth.example.com/tenant1").unwrap();

@@ -171,7 +171,56 @@ pub fn client_for(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Serves `body` at `/doc` on 127.0.0.1:0; the task ends with the test's runtime.
+    async fn serve_document(body: Vec<u8>) -> Url {
+        let app = axum::Router::new().route(
+            "/doc",
+            axum::routing::get(move || {
+                let body = body.clone();
+                async move { body }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Url::parse(&format!("http://{addr}/doc")).unwrap()
+    }
+
+    /// A JSON string of exactly `len` bytes, quotes included.
+    fn json_string_of(len: usize) -> Vec<u8> {
+        let mut doc = vec![b'"'];
+        doc.resize(len - 1, b'x');
+        doc.push(b'"');
+        doc
+    }
+
+    #[tokio::test]
+    async fn a_document_at_the_cap_is_read_and_one_byte_more_is_refused_naming_the_cap() {
+        let client = client_for(&crate::connect::HttpSpec::default(), "peer").unwrap();
+        let http = AuthHttp::new(client, false);
+        let at_cap = serve_document(json_string_of(MAX_DOCUMENT)).await;
+        let answer = http.get_json(&at_cap, "metadata").await.unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(
+            answer.json.and_then(|v| v.as_str().map(str::len)),
+            Some(MAX_DOCUMENT - 2)
+        );
+        let over = serve_document(json_string_of(MAX_DOCUMENT + 1)).await;
+        match http.get_json(&over, "metadata").await {
+            Err(AuthError::Unreachable { what, url, detail }) => {
+                assert_eq!(what, "metadata");
+                assert_eq!(url, over.to_string());
+                assert_eq!(
+                    detail,
+                    format!("the answer is larger than {MAX_DOCUMENT} bytes")
+                );
+            }
+            other => panic!("expected the document to be refused, got {other:?}"),
+        }
+    }
 
     #[test]
     fn basic_credentials_are_form_encoded_first() {
