@@ -159,11 +159,48 @@ pub async fn serve(
 pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
     let (config, _) = load(given)?;
     let gateway = start_gateway(&config).await?;
+    let operators = match stdio_operators(&config, &gateway).await {
+        Ok(o) => o,
+        Err(e) => {
+            gateway.shutdown().await;
+            return Err(e);
+        }
+    };
     let outcome =
         manifold_server::serve_stdio(gateway.clone(), tokio::io::stdin(), tokio::io::stdout())
             .await;
+    if let Some(o) = operators {
+        o.shutdown();
+    }
     gateway.shutdown().await;
     outcome
         .map(|()| Outcome::Success)
         .map_err(|e| CliError::usage(format!("the stdio connection failed: {e}")))
+}
+
+/// `/metrics`, `/healthz` and `/readyz` on `telemetry.admin_listen` beside `manifold stdio`: the
+/// protocol keeps stdout, operators get HTTP. No session key is involved (no MCP is served
+/// there), so none is read or created.
+async fn stdio_operators(
+    config: &Config,
+    gateway: &Gateway,
+) -> Result<Option<manifold_server::OperatorServer>, CliError> {
+    let Some(admin) = config.telemetry.admin_listen else {
+        return Ok(None);
+    };
+    let key = SessionKey::generate()
+        .map_err(|e| CliError::usage(format!("could not make a session key: {e}")))?;
+    let mut settings = ServerSettings::new(key);
+    settings.metrics_endpoint = config.telemetry.metrics;
+    settings.admin_listen = Some(admin);
+    manifold_server::Server::bind_operators(settings, gateway.clone())
+        .await
+        .map_err(|e| {
+            CliError::with_hint(
+                format!(
+                    "could not serve the operator endpoints on telemetry.admin_listen {admin}: {e}"
+                ),
+                "pick a free address for telemetry.admin_listen, or remove it",
+            )
+        })
 }

@@ -757,3 +757,99 @@ async fn a_call_line_names_its_caller_and_groups_and_never_the_key() {
     assert_eq!(line["fields"]["groups"], "ops,oncall", "{line}");
     assert!(!stderr.contains(&key), "the API key reached the log");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifold_stdio_serves_metrics_on_admin_listen_and_counts_a_call_made_over_stdin() {
+    use std::io::Write as _;
+    let dir = temp_dir("stdio-metrics");
+    let peer = manifold_testkit::test_peer().unwrap();
+    let port = manifold_testkit::free_port().unwrap();
+    let path = dir.join("manifold.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[gateway]\ndata_dir = \"{}\"\n\n[telemetry]\nadmin_listen = \"127.0.0.1:{port}\"\n\n[servers.peer]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
+            dir.join("data").display(),
+            peer.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(MANIFOLD)
+        .args(["stdio", "--config"])
+        .arg(&path)
+        .current_dir(&dir)
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "stdio-metrics-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "peer__echo", "arguments": {"message": "counted"}}}),
+    ];
+    for r in &requests {
+        writeln!(stdin, "{r}").unwrap();
+    }
+    stdin.flush().unwrap();
+    // stdout carries protocol only: every line is a JSON-RPC message, up to the call's answer.
+    let answer = tokio::time::timeout(
+        EXIT_GUARD,
+        tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            loop {
+                let line = lines.next().unwrap().unwrap();
+                let message: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
+                assert_eq!(message["jsonrpc"], "2.0", "{line}");
+                if message["id"] == 2 {
+                    return message;
+                }
+            }
+        }),
+    )
+    .await
+    .expect("no answer to the call over stdin")
+    .unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "counted",
+        "{answer}"
+    );
+
+    let scrape = http()
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scrape.status(), 200);
+    let m = samples(&scrape.text().await.unwrap());
+    assert_eq!(
+        m.get(r#"manifold_tool_calls_total{upstream="peer",tool="echo",outcome="ok"}"#)
+            .map(String::as_str),
+        Some("1"),
+        "{m:?}"
+    );
+    let health = http()
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+
+    drop(stdin);
+    let deadline = std::time::Instant::now() + EXIT_GUARD;
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "manifold stdio did not exit when stdin closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -25,7 +25,7 @@ pub mod stream_log;
 // The allowlist types are manifold-config's (one implementation for the file that declares them
 // and the guard that checks them); re-exported because `ServerSettings` holds them.
 pub use error::ServerError;
-pub use http::{BoundServer, Server};
+pub use http::{BoundServer, OperatorServer, Server};
 pub use limits::Limits;
 pub use manifold_config::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use session_key::SessionKey;

@@ -103,6 +103,49 @@ impl Server {
     }
 }
 
+/// The operator endpoints alone (`/metrics`, `/healthz`, `/readyz` on `admin_listen`), for a
+/// gateway whose MCP clients reach it another way (`manifold stdio`).
+pub struct OperatorServer {
+    state: Arc<AppState>,
+    local: SocketAddr,
+}
+
+impl Server {
+    /// Serves the operator endpoints on `settings.admin_listen` until
+    /// [`OperatorServer::shutdown`]; `None` when `admin_listen` is not set. Nothing MCP is served.
+    pub async fn bind_operators(
+        settings: ServerSettings,
+        gateway: Gateway,
+    ) -> Result<Option<OperatorServer>, ServerError> {
+        let Some(admin) = settings.admin_listen else {
+            return Ok(None);
+        };
+        let state = Arc::new(AppState {
+            gateway,
+            sessions: legacy_sessions::SessionTable::default(),
+            sse_sessions: sse_transport::SseSessions::default(),
+            listen_streams: Arc::new(AtomicUsize::new(0)),
+            stop: CancellationToken::new(),
+            local: admin,
+            settings,
+        });
+        let local = operator::serve_admin(&state).await?.unwrap_or(admin);
+        Ok(Some(OperatorServer { state, local }))
+    }
+}
+
+impl OperatorServer {
+    /// The address the operator endpoints listen on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Stops the listener.
+    pub fn shutdown(self) {
+        self.state.stop.cancel();
+    }
+}
+
 fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/mcp", any(streamable::endpoint))
