@@ -19,6 +19,8 @@ use nix::unistd::Pid;
 const ROUNDS: usize = 40;
 /// Calls sent at once in each round.
 const CALLS_PER_ROUND: usize = 8;
+/// Calls started and cancelled in each round, besides those that must be answered.
+const CANCELLED_PER_ROUND: usize = 4;
 /// A call's deadline: a call that reaches it against a running peer is the hang.
 const CALL_DEADLINE: Duration = Duration::from_secs(20);
 /// How long the peer stays frozen: far below the call deadline, so frozen calls are answered.
@@ -86,7 +88,20 @@ async fn round(conn: &Connection, round: usize, meanwhile: Meanwhile, tally: &mu
             }
         }
     };
-    let (results, ()) = tokio::join!(futures::future::join_all(calls), disruption);
+    // Calls cancelled mid-flight, as clients do: their streams are dropped, or the server told.
+    let cancelled = (0..CANCELLED_PER_ROUND).map(|i| async move {
+        let params = format!(r#"{{"name":"echo","arguments":{{"message":"r{round}x{i}"}}}}"#);
+        let options = CallOptions::with_timeout(CALL_DEADLINE);
+        if let Ok(call) = conn.request("tools/call", Some(&params), options).await {
+            tokio::time::sleep(Duration::from_millis(u64::try_from(i).unwrap_or(0))).await;
+            let _ = call.cancel("the stress test moved on");
+        }
+    });
+    let (results, (), _) = tokio::join!(
+        futures::future::join_all(calls),
+        disruption,
+        futures::future::join_all(cancelled)
+    );
     for r in results {
         match r {
             Ok(_) => tally.answered += 1,
