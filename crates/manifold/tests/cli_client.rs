@@ -194,10 +194,25 @@ async fn list_tools_of_a_url() {
         row(&run.stdout, "add").is_some_and(|r| r.ends_with("Add two numbers.")),
         "{run:?}"
     );
+    // The peer's tools (tests/peers/ts_v2_server.mjs): echo, add and its five question tools.
+    let names: Vec<&str> = run
+        .stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     assert_eq!(
-        run.stdout.lines().count(),
-        3,
-        "header and two tools: {run:?}"
+        names,
+        [
+            "echo",
+            "add",
+            "summarize",
+            "ask_name",
+            "open_link",
+            "list_roots",
+            "push_summarize"
+        ],
+        "a header, then one row per tool in the server's order: {run:?}"
     );
 }
 
