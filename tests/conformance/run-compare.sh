@@ -5,8 +5,9 @@
 # once through `manifold serve` (naming = "never", the server as an HTTP upstream), and name every
 # scenario that passes directly but fails through the gateway.
 #
-# Servers compared: the TypeScript SDK 1.x fixture (ts_v1_fixture.mjs, legacy era) and the Python
-# SDK 2.x fixture (python_fixture.py, both eras), both offering the suite's names. The peers
+# Servers compared: the TypeScript SDK 1.x fixture (ts_v1_fixture.mjs, legacy era), the TypeScript
+# SDK 2.x fixture (ts_v2_fixture.mjs, both eras) and the Python SDK 2.x fixture (python_fixture.py,
+# both eras), all offering the suite's names. The peers
 # tests/peers/ts_v2_server.mjs and python_server.py offer their own small tool sets, not the suite's
 # names, so the suite would have nothing to compare there.
 #
@@ -24,6 +25,7 @@ STABLE=$SUITES/stable/node_modules/@modelcontextprotocol/conformance/dist/index.
 ALPHA=$SUITES/alpha/node_modules/@modelcontextprotocol/conformance/dist/index.js
 COMPARE=$ROOT/tests/conformance/compare_outcomes.mjs
 TS_V1_FIXTURE=$ROOT/tests/conformance/ts_v1_fixture.mjs
+TS_V2_FIXTURE=$ROOT/tests/conformance/ts_v2_fixture.mjs
 PYTHON_FIXTURE=$ROOT/tests/conformance/python_fixture.py
 PYTHON=${MANIFOLD_PEERS_DIR:-$ROOT/tests/peers}/.venv/bin/python
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -34,7 +36,7 @@ URL_WAIT_TENTHS=300
 KEEP_LOGS=0
 [ "${1:-}" = "--keep-logs" ] && KEEP_LOGS=1
 
-for need in "$NODE" "$STABLE" "$ALPHA" "$MANIFOLD" "$COMPARE" "$TS_V1_FIXTURE" "$PYTHON" "$PYTHON_FIXTURE"; do
+for need in "$NODE" "$STABLE" "$ALPHA" "$MANIFOLD" "$COMPARE" "$TS_V1_FIXTURE" "$TS_V2_FIXTURE" "$PYTHON" "$PYTHON_FIXTURE"; do
   if [ ! -e "$need" ]; then
     echo "run-compare: $need is missing (cargo build -p manifold; scripts/install-peers)" >&2
     exit 2
@@ -138,6 +140,8 @@ run_server() {
 
 # The TypeScript SDK 1.x fixture (legacy era only); Node 22 runs it (any Node >= 20 does).
 run_server ts-v1 's/^listening on //p' "$NODE" "$TS_V1_FIXTURE" --port 0
+# The TypeScript SDK 2.x fixture (both eras: sessionful 2025 wiring next to the modern handler).
+run_server ts-v2 's/^listening on //p' "$NODE" "$TS_V2_FIXTURE" --port 0
 # The Python SDK 2.x fixture (both eras). Uvicorn cannot report a port it picked, so pick one here.
 PY_PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run_server python-v2 "s|^.*Uvicorn running on \(http://127.0.0.1:[0-9]*\).*|\1/mcp|p" \
