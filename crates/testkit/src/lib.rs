@@ -27,6 +27,7 @@ mod child;
 mod error;
 mod locate;
 mod ports;
+mod postgres;
 mod scratch;
 mod workspace_bin;
 
@@ -40,5 +41,8 @@ pub use locate::{
     resolve_peers_dir, venv_bin, workspace_root,
 };
 pub use ports::{free_port, listening_addrs, parse_listeners, wait_for_port};
+pub use postgres::{
+    POSTGRES_BIN_ENV, POSTGRES_OS_USER, Postgres, PostgresFixtureError, is_root, postgres_bin,
+};
 pub use scratch::{ScratchDir, fresh_dir};
 pub use workspace_bin::{test_peer, workspace_binary};

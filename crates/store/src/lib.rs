@@ -1,0 +1,24 @@
+//! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
+//! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
+//! backend and a typed repository per concern (API keys, audit trail; later pins, tokens,
+//! approvals).
+
+mod api_keys;
+mod audit;
+mod error;
+mod location;
+mod process_lock;
+mod schema;
+mod store;
+
+pub use api_keys::{ApiKeyRecord, ApiKeys, MAX_API_KEY_FIELD_LEN};
+pub use audit::{AuditEvent, AuditTrail, MAX_AUDIT_PAGE};
+pub use error::StoreError;
+pub use location::{
+    REDACTED_PASSWORD, SQLITE_FILE_NAME, SQLITE_LOCK_FILE_NAME, StoreLocation, redact_url,
+};
+pub use process_lock::MAX_PID_TEXT;
+pub use schema::{MIGRATIONS_TABLE, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, latest_version};
+pub use store::{
+    ACQUIRE_TIMEOUT, POSTGRES_CONNECTIONS, SQLITE_BUSY_TIMEOUT, SQLITE_READERS, Store, migrator_for,
+};
