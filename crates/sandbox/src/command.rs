@@ -1,0 +1,184 @@
+//! The gateway's side: turns a program and its arguments into a `std::process::Command` that runs
+//! through the launcher, spawns it with whatever spawner the caller uses (std or tokio), and reads
+//! the launcher's report of what was really enforced before the caller talks to the server.
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use crate::cgroup::Cgroup;
+use crate::error::SandboxError;
+use crate::launch::{LauncherMessage, PLAN_ENV, Plan};
+use crate::spec::{Control, Enforcement, Report, SandboxSpec, State};
+
+/// Largest report the gateway reads from a launcher.
+pub const MAX_REPORT_BYTES: u64 = 64 * 1024;
+/// File name of the launcher binary, looked for next to the gateway's own binary.
+pub const LAUNCHER_NAME: &str = "manifold-sandbox-exec";
+
+/// The launcher next to the running binary.
+pub fn default_launcher() -> Result<PathBuf, SandboxError> {
+    let exe = std::env::current_exe().map_err(|source| SandboxError::Launcher {
+        path: LAUNCHER_NAME.into(),
+        source,
+    })?;
+    Ok(exe.with_file_name(LAUNCHER_NAME))
+}
+
+/// A command that will run `program` inside the sandbox of `spec`, not yet spawned.
+pub struct SandboxedCommand {
+    command: Command,
+    plan: Plan,
+    cgroup: Option<Cgroup>,
+    cgroup_states: Vec<Enforcement>,
+}
+
+/// A spawned sandboxed server: the caller's child handle, what was enforced, and the cgroup whose
+/// drop kills every process the server left behind.
+pub struct Sandboxed<C> {
+    pub child: C,
+    pub report: Report,
+    pub cgroup: Option<Cgroup>,
+}
+
+impl SandboxedCommand {
+    /// Prepares the server's dirs and cgroup. Refuses here when a required limit has no cgroup.
+    pub fn new<S: AsRef<OsStr>>(
+        launcher: &Path,
+        spec: &SandboxSpec,
+        program: impl AsRef<OsStr>,
+        args: impl IntoIterator<Item = S>,
+    ) -> Result<Self, SandboxError> {
+        std::fs::metadata(launcher).map_err(|source| SandboxError::Launcher {
+            path: launcher.into(),
+            source,
+        })?;
+        prepare_dirs(spec)?;
+        let (cgroup, cgroup_states) = Cgroup::create(spec);
+        for state in &cgroup_states {
+            if spec.require.contains(&state.control) && state.state != State::Enforced {
+                return Err(SandboxError::Refused {
+                    control: state.control,
+                    detail: state.detail.clone(),
+                });
+            }
+        }
+        let mut command = Command::new(launcher);
+        command.arg("--").arg(program).args(args);
+        let plan = Plan {
+            spec: spec.clone(),
+            cgroup_procs: cgroup.as_ref().map(Cgroup::procs_files).unwrap_or_default(),
+            memory_cgroup: cgroup_states
+                .iter()
+                .any(|s| s.control == Control::Memory && s.state == State::Enforced),
+            cgroup_kills_tree: cgroup.as_ref().is_some_and(Cgroup::kills_tree),
+        };
+        Ok(Self {
+            command,
+            plan,
+            cgroup,
+            cgroup_states,
+        })
+    }
+
+    /// The launcher's command, for stdio, env (`env_clear` is fine: the plan is added at spawn),
+    /// process group and the like. Its program and arguments belong to the sandbox.
+    pub fn command_mut(&mut self) -> &mut Command {
+        &mut self.command
+    }
+
+    /// Spawns with std and waits for the report; a refused or failed server is reaped.
+    pub fn spawn(self) -> Result<Sandboxed<Child>, SandboxError> {
+        self.spawn_with(|mut command| command.spawn())
+    }
+
+    /// Spawns with the caller's spawner (e.g. `|c| tokio::process::Command::from(c).spawn()`), then
+    /// blocks until the launcher reports (it does so before exec, in milliseconds).
+    pub fn spawn_with<C>(
+        mut self,
+        spawn: impl FnOnce(Command) -> std::io::Result<C>,
+    ) -> Result<Sandboxed<C>, SandboxError> {
+        let plan =
+            serde_json::to_string(&self.plan).map_err(|e| SandboxError::Report(e.to_string()))?;
+        self.command.env(PLAN_ENV, plan);
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
+        crate::sys::pass_report_fd(&mut self.command, write.as_raw_fd());
+        let child = spawn(self.command).map_err(SandboxError::Spawn)?;
+        drop(write);
+        let message = read_message(read)?;
+        let mut report = Report {
+            enforcements: self.cgroup_states,
+        };
+        match message {
+            LauncherMessage::Ready(applied) => {
+                report.enforcements.extend(applied.enforcements);
+                Ok(Sandboxed {
+                    child,
+                    report,
+                    cgroup: self.cgroup,
+                })
+            }
+            LauncherMessage::Failed {
+                control,
+                detail,
+                refused,
+                ..
+            } => {
+                drop(child);
+                if refused {
+                    Err(SandboxError::Refused { control, detail })
+                } else {
+                    Err(SandboxError::Setup { control, detail })
+                }
+            }
+        }
+    }
+}
+
+fn read_message(read: OwnedFd) -> Result<LauncherMessage, SandboxError> {
+    let mut text = String::new();
+    std::fs::File::from(read)
+        .take(MAX_REPORT_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| SandboxError::Report(e.to_string()))?;
+    let last = text.lines().rev().find(|l| !l.trim().is_empty());
+    let Some(last) = last else {
+        return Err(SandboxError::Report(
+            "the launcher exited without a report".into(),
+        ));
+    };
+    serde_json::from_str(last).map_err(|e| SandboxError::Report(e.to_string()))
+}
+
+/// Creates workspace, output and home; when the gateway is root, hands their top dirs to the uid
+/// the server runs as so it can write there.
+fn prepare_dirs(spec: &SandboxSpec) -> Result<(), SandboxError> {
+    let owner = nix::unistd::geteuid()
+        .is_root()
+        .then(|| spec.run_as.unwrap_or(crate::spec::DEFAULT_ROOT_RUN_AS));
+    for dir in [&spec.workspace, &spec.output, &spec.home] {
+        let fail = |source| SandboxError::Directory {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::assertions_on_constants)]
+    fn report_cap_holds_a_full_report() {
+        assert!(MAX_REPORT_BYTES >= 16 * 1024);
+    }
+}

@@ -1,0 +1,383 @@
+//! The launcher (`manifold-sandbox-exec`): a fresh single-threaded process that sets the sandbox up
+//! and execs the server, so nothing unsafe runs between fork and exec of the multi-threaded gateway.
+//! Stage 1 joins the cgroups, opens the bind sources, drops to the server's uid and unshares; its
+//! fork (pid 1 of the new pid namespace) builds the root, confines itself and execs the server. Its
+//! report goes to the gateway over fd 3, which closes at exec.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nix::sched::CloneFlags;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Gid, Uid};
+use serde::{Deserialize, Serialize};
+
+use crate::confine::{LandlockPaths, no_new_privs_and_landlock, rlimits, seccomp};
+use crate::root::{HOME, OUTPUT, RootPlan, WORKSPACE};
+use crate::spec::{Control, Network, Report, SandboxSpec, State};
+
+/// Env var carrying the JSON `Plan` from the gateway to the launcher (removed before exec).
+pub const PLAN_ENV: &str = "MANIFOLD_SANDBOX_PLAN";
+/// Exit status of the launcher when setup failed (the report says why).
+pub const SETUP_FAILED: u8 = 125;
+
+/// What the gateway asks the launcher to do.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Plan {
+    pub spec: SandboxSpec,
+    /// `cgroup.procs` files to join before anything else.
+    pub cgroup_procs: Vec<PathBuf>,
+    /// A memory cgroup holds the server, so RLIMIT_AS is not needed.
+    pub memory_cgroup: bool,
+    /// The gateway can kill the whole tree through the cgroup.
+    pub cgroup_kills_tree: bool,
+}
+
+/// One line on the report pipe.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum LauncherMessage {
+    /// Everything was applied; exec follows.
+    Ready(Report),
+    /// Setup failed or a required control was not enforced; the server did not run.
+    Failed {
+        control: Control,
+        detail: String,
+        refused: bool,
+        report: Report,
+    },
+}
+
+struct Channel(Option<OwnedFd>);
+
+impl Channel {
+    /// Writes one JSON line; a gateway that stopped listening is not the launcher's problem.
+    fn send(&self, message: &LauncherMessage) {
+        let (Some(fd), Ok(mut line)) = (&self.0, serde_json::to_vec(message)) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut rest = line.as_slice();
+        while !rest.is_empty() {
+            match nix::unistd::write(fd, rest) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => rest = rest.get(n..).unwrap_or_default(),
+            }
+        }
+    }
+}
+
+type Step = Result<(), (Control, String)>;
+
+/// Entry point of the launcher binary: `manifold-sandbox-exec -- PROGRAM ARGS...`.
+pub fn run() -> ExitCode {
+    let mut channel = Channel(crate::sys::adopt_report_fd());
+    if let Some(fd) = &channel.0 {
+        let _ = nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        );
+    }
+    let mut report = Report::default();
+    match stage1(&mut channel, &mut report) {
+        Ok(code) => code,
+        Err((control, detail)) => {
+            let refused = false;
+            eprintln!("manifold-sandbox-exec: {control:?}: {detail}");
+            channel.send(&LauncherMessage::Failed {
+                control,
+                detail,
+                refused,
+                report,
+            });
+            ExitCode::from(SETUP_FAILED)
+        }
+    }
+}
+
+fn stage1(channel: &mut Channel, report: &mut Report) -> Result<ExitCode, (Control, String)> {
+    let plan: Plan = std::env::var(PLAN_ENV)
+        .map_err(|e| format!("{PLAN_ENV}: {e}"))
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| format!("{PLAN_ENV}: {e}")))
+        .map_err(|e| {
+            (
+                Control::Namespaces,
+                format!("{e}; start the launcher through manifold-sandbox only"),
+            )
+        })?;
+    let argv: Vec<String> = std::env::args().skip_while(|a| a != "--").skip(1).collect();
+    let Some((program, args)) = argv.split_first() else {
+        return Err((Control::Namespaces, "no program after `--`".into()));
+    };
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    for procs in &plan.cgroup_procs {
+        std::fs::write(procs, std::process::id().to_string()).map_err(|e| {
+            (
+                Control::Memory,
+                format!(
+                    "join {}: {e}; the gateway must own that cgroup",
+                    procs.display()
+                ),
+            )
+        })?;
+    }
+    let spec = &plan.spec;
+    let root_plan = if spec.namespaces {
+        Some(RootPlan::gather(spec).map_err(|e| (Control::Filesystem, e))?)
+    } else {
+        None
+    };
+    drop_uid(spec)?;
+    let tier_a = match (root_plan, spec.namespaces) {
+        (Some(root), true) => match unshare(spec) {
+            Ok(()) => Some(root),
+            Err(e) => {
+                report.push(
+                    Control::Namespaces,
+                    State::Missing,
+                    format!("{e}; allow unprivileged user namespaces (sysctl or AppArmor profile)"),
+                );
+                None
+            }
+        },
+        _ => {
+            report.push(
+                Control::Namespaces,
+                State::Off,
+                "namespaces off in the spec",
+            );
+            None
+        }
+    };
+    let Some(root) = tier_a else {
+        confine_and_exec(&plan, None, program, args, channel, report)?;
+        return Ok(ExitCode::from(SETUP_FAILED));
+    };
+    match crate::sys::fork_single_threaded() {
+        Err(e) => Err((
+            Control::Namespaces,
+            format!("fork into the pid namespace: {}", e.desc()),
+        )),
+        Ok(ForkResult::Child) => {
+            confine_and_exec(&plan, Some(&root), program, args, channel, report)?;
+            Ok(ExitCode::from(SETUP_FAILED))
+        }
+        Ok(ForkResult::Parent { child }) => {
+            // Only pid 1 reports; the gateway sees EOF when it execs.
+            channel.0 = None;
+            drop(root);
+            Ok(wait_for(child))
+        }
+    }
+}
+
+/// Waits for pid 1 of the sandbox and passes its status on (a signal death as 128 + signal).
+fn wait_for(child: nix::unistd::Pid) -> ExitCode {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                return ExitCode::from(u8::try_from(code).unwrap_or(SETUP_FAILED));
+            }
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                return ExitCode::from(128u8.saturating_add(signal as u8));
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return ExitCode::from(SETUP_FAILED),
+        }
+    }
+}
+
+/// When root, becomes the spec's uid (default nobody) before unsharing, so the server is unprivileged
+/// on the host even if it leaves its namespaces. Re-sets dumpable, which a uid change clears and
+/// without which /proc/self/uid_map cannot be written.
+fn drop_uid(spec: &SandboxSpec) -> Step {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let (uid, gid) = spec.run_as.unwrap_or(crate::spec::DEFAULT_ROOT_RUN_AS);
+    let fail = |what: &str, e: nix::Error| (Control::NoNewPrivs, format!("{what}: {}", e.desc()));
+    nix::unistd::setgroups(&[Gid::from_raw(gid)]).map_err(|e| fail("setgroups", e))?;
+    let gid = Gid::from_raw(gid);
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| fail("setresgid", e))?;
+    let uid = Uid::from_raw(uid);
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| fail("setresuid", e))?;
+    nix::sys::prctl::set_dumpable(true).map_err(|e| fail("prctl(PR_SET_DUMPABLE)", e))
+}
+
+fn unshare(spec: &SandboxSpec) -> Result<(), String> {
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    if spec.network == Network::None {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    nix::sched::unshare(flags).map_err(|e| format!("unshare: {}", e.desc()))?;
+    let write = |file: &str, text: String| {
+        std::fs::write(file, text).map_err(|e| format!("write {file}: {e}"))
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+}
+
+/// Tier A (with `root`): pid 1 of the namespaces builds the root. Either way: rlimits, NNP,
+/// Landlock, seccomp, the report, exec. Returns only on failure.
+fn confine_and_exec(
+    plan: &Plan,
+    root: Option<&RootPlan>,
+    program: &str,
+    args: &[String],
+    channel: &Channel,
+    report: &mut Report,
+) -> Step {
+    let spec = &plan.spec;
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let (paths, home, tmp) = if let Some(root) = root {
+        report.push(
+            Control::Namespaces,
+            State::Enforced,
+            "user, mount, pid, ipc, uts".to_string()
+                + if spec.network == Network::None {
+                    ", net"
+                } else {
+                    ""
+                },
+        );
+        root.enter().map_err(|e| (Control::Filesystem, e))?;
+        let _ = nix::unistd::sethostname("sandbox");
+        report.push(Control::Filesystem, State::Enforced, "minimal read-only root by pivot_root; rw /workspace /output /home/sandbox, private /tmp");
+        let read = vec![PathBuf::from("/")];
+        let write = [WORKSPACE, OUTPUT, HOME, "/tmp"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        (
+            LandlockPaths {
+                read,
+                write,
+                devices: vec![PathBuf::from("/dev")],
+            },
+            PathBuf::from(HOME),
+            PathBuf::from("/tmp"),
+        )
+    } else {
+        let read = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc"]
+            .iter()
+            .map(PathBuf::from)
+            .chain(spec.read_only.iter().cloned())
+            .collect();
+        let write = vec![
+            spec.workspace.clone(),
+            spec.output.clone(),
+            spec.home.clone(),
+        ];
+        report.push(
+            Control::Filesystem,
+            State::Partial,
+            "Landlock paths only in the host mount namespace (other processes visible in /proc)",
+        );
+        (
+            LandlockPaths {
+                read,
+                write,
+                devices: vec![PathBuf::from("/dev")],
+            },
+            spec.home.clone(),
+            spec.home.clone(),
+        )
+    };
+    let _ = nix::unistd::setsid();
+    let workdir = if root.is_some() {
+        Path::new(WORKSPACE)
+    } else {
+        spec.workspace.as_path()
+    };
+    nix::unistd::chdir(workdir).map_err(|e| {
+        (
+            Control::Filesystem,
+            format!("chdir {}: {}", workdir.display(), e.desc()),
+        )
+    })?;
+    rlimits(spec, plan.memory_cgroup, report);
+    no_new_privs_and_landlock(&paths, spec.network, report)
+        .map_err(|e| (Control::NoNewPrivs, e))?;
+    network_state(spec, root.is_some(), report);
+    let tree = if root.is_some() {
+        "pid namespace: every process dies with the server"
+    } else if plan.cgroup_kills_tree {
+        "cgroup kill when the server ends"
+    } else {
+        ""
+    };
+    report.push(
+        Control::TreeKill,
+        if tree.is_empty() {
+            State::Missing
+        } else {
+            State::Enforced
+        },
+        if tree.is_empty() {
+            "no pid namespace and no cgroup: orphans may outlive the server"
+        } else {
+            tree
+        },
+    );
+    if spec.seccomp {
+        seccomp(root.is_none() && spec.network == Network::None, report)
+            .map_err(|e| (Control::Seccomp, e))?;
+    } else {
+        report.push(Control::Seccomp, State::Off, "seccomp off in the spec");
+    }
+    if let Some((control, detail)) = report.first_unmet(&spec.require) {
+        let detail = detail.to_string();
+        channel.send(&LauncherMessage::Failed {
+            control,
+            detail: detail.clone(),
+            refused: true,
+            report: report.clone(),
+        });
+        std::process::exit(i32::from(SETUP_FAILED));
+    }
+    channel.send(&LauncherMessage::Ready(report.clone()));
+    let error = std::process::Command::new(program)
+        .args(args)
+        .env_remove(PLAN_ENV)
+        .env("HOME", home)
+        .env("TMPDIR", tmp)
+        .exec();
+    Err((
+        Control::Filesystem,
+        format!("exec {program}: {error}; put it under a read-only path of the spec"),
+    ))
+}
+
+fn network_state(spec: &SandboxSpec, netns: bool, report: &mut Report) {
+    let landlock_tcp = report.state(Control::Landlock) == State::Enforced;
+    let (state, detail) = match spec.network {
+        Network::Host => (State::Off, "network: host (unrestricted)".to_string()),
+        Network::None if netns => (
+            State::Enforced,
+            format!(
+                "own network namespace, lo down{}",
+                if landlock_tcp {
+                    "; Landlock TCP denied"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Network::None if spec.seccomp => (
+            State::Partial,
+            "no network namespace: socket(2) denied by seccomp".to_string(),
+        ),
+        Network::None => (
+            State::Missing,
+            "no network namespace and seccomp off: the host network is reachable".to_string(),
+        ),
+    };
+    report.push(Control::Network, state, detail);
+}

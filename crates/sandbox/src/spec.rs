@@ -1,0 +1,179 @@
+//! What a server's sandbox should be (`SandboxSpec`) and what the launcher really applied (`Report`),
+//! kept apart so health and logs show the applied state, not the intended one.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Size of the private `/tmp` when a spec does not say.
+pub const DEFAULT_TMP_SIZE: u64 = 64 * 1024 * 1024;
+/// cgroup memory limit (swap 0) when a spec does not say.
+pub const DEFAULT_MEMORY: u64 = 1024 * 1024 * 1024;
+/// cgroup pids limit when a spec does not say.
+pub const DEFAULT_PIDS: u64 = 256;
+/// CPU share in thousandths of one CPU (1000 = one CPU) when a spec does not say.
+pub const DEFAULT_CPU_MILLIS: u64 = 1000;
+/// RLIMIT_FSIZE when a spec does not say.
+pub const DEFAULT_FILE_SIZE: u64 = 1024 * 1024 * 1024;
+/// RLIMIT_NOFILE when a spec does not say.
+pub const DEFAULT_OPEN_FILES: u64 = 4096;
+/// Host uid and gid a server runs as when the gateway runs as root and the spec names none ("nobody").
+pub const DEFAULT_ROOT_RUN_AS: (u32, u32) = (65534, 65534);
+
+/// Whether the server gets a network of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// A new network namespace whose `lo` stays down, and Landlock handles TCP with nothing allowed.
+    None,
+    /// The host's network, unrestricted (reported as `off`).
+    Host,
+}
+
+/// One thing the sandbox enforces, as reported and as named in `require`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Control {
+    /// User, mount, pid, ipc, uts (and net) namespaces.
+    Namespaces,
+    /// Minimal read-only root by pivot_root, or Landlock paths only (partial).
+    Filesystem,
+    /// No network, or the host's.
+    Network,
+    /// cgroup memory limit with swap 0.
+    Memory,
+    /// cgroup pids limit.
+    Pids,
+    /// cgroup CPU quota.
+    Cpu,
+    /// Core, file size and open-file rlimits.
+    Rlimits,
+    /// `PR_SET_NO_NEW_PRIVS` and a non-root uid.
+    NoNewPrivs,
+    /// Landlock filesystem, TCP and scope rules.
+    Landlock,
+    /// The seccomp deny filter.
+    Seccomp,
+    /// Killing every process of the server when it ends (pid namespace or cgroup kill).
+    TreeKill,
+}
+
+/// How far one control was applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Enforced,
+    Partial,
+    Missing,
+    Off,
+}
+
+/// The applied state of one control, with what the kernel said (errno) and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    pub control: Control,
+    pub state: State,
+    pub detail: String,
+}
+
+impl Enforcement {
+    pub fn new(control: Control, state: State, detail: impl Into<String>) -> Self {
+        Self {
+            control,
+            state,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Everything applied to one sandboxed server, sent by the launcher just before exec.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub enforcements: Vec<Enforcement>,
+}
+
+impl Report {
+    /// The state of `control`; `Missing` when the launcher never got as far as reporting it.
+    pub fn state(&self, control: Control) -> State {
+        self.enforcements
+            .iter()
+            .rev()
+            .find(|e| e.control == control)
+            .map_or(State::Missing, |e| e.state)
+    }
+
+    pub(crate) fn push(&mut self, control: Control, state: State, detail: impl Into<String>) {
+        self.enforcements
+            .push(Enforcement::new(control, state, detail));
+    }
+
+    /// The first control in `require` that is not enforced.
+    pub fn first_unmet<'a>(&'a self, require: &[Control]) -> Option<(Control, &'a str)> {
+        require.iter().find_map(|control| {
+            let found = self
+                .enforcements
+                .iter()
+                .rev()
+                .find(|e| e.control == *control);
+            match found {
+                Some(e) if e.state == State::Enforced => None,
+                Some(e) => Some((*control, e.detail.as_str())),
+                None => Some((*control, "not applied")),
+            }
+        })
+    }
+}
+
+/// The sandbox one server should get. Paths are host paths; inside they appear at `/workspace`,
+/// `/output` and `/home/sandbox`, and `read_only` paths at their own path.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    pub workspace: PathBuf,
+    pub output: PathBuf,
+    pub home: PathBuf,
+    pub read_only: Vec<PathBuf>,
+    pub tmp_size: u64,
+    pub memory: u64,
+    pub pids: u64,
+    pub cpu_millis: u64,
+    pub file_size: u64,
+    pub open_files: u64,
+    pub network: Network,
+    pub seccomp: bool,
+    /// Controls that must be `enforced`, or the server is refused before it runs.
+    pub require: Vec<Control>,
+    /// Host uid/gid the server runs as when the gateway is root (default `DEFAULT_ROOT_RUN_AS`);
+    /// ignored otherwise, where the server keeps the gateway's uid.
+    pub run_as: Option<(u32, u32)>,
+    /// false skips the namespaces and the minimal root (the fallback tier: Landlock, seccomp,
+    /// rlimits and cgroups in the host namespaces). The launcher falls back by itself when the
+    /// kernel refuses user namespaces.
+    pub namespaces: bool,
+}
+
+impl SandboxSpec {
+    /// A strict spec: no network, seccomp on, default limits, `filesystem` and `network` required.
+    pub fn new(
+        workspace: impl Into<PathBuf>,
+        output: impl Into<PathBuf>,
+        home: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            workspace: workspace.into(),
+            output: output.into(),
+            home: home.into(),
+            read_only: Vec::new(),
+            tmp_size: DEFAULT_TMP_SIZE,
+            memory: DEFAULT_MEMORY,
+            pids: DEFAULT_PIDS,
+            cpu_millis: DEFAULT_CPU_MILLIS,
+            file_size: DEFAULT_FILE_SIZE,
+            open_files: DEFAULT_OPEN_FILES,
+            network: Network::None,
+            seccomp: true,
+            require: vec![Control::Filesystem, Control::Network],
+            run_as: None,
+            namespaces: true,
+        }
+    }
+}
