@@ -31,6 +31,8 @@ pub struct Config {
     /// Per server: how many times idempotent tool calls are retried, and which tools count as
     /// idempotent beyond their `idempotentHint`.
     pub retries: crate::load::retry_policy::RetrySettings,
+    /// The `[store]` section: SQLite in `data_dir` (default) or a PostgreSQL URL.
+    pub store: crate::load::store::StoreSettings,
     secrets: Vec<Secret>,
 }
 
@@ -51,6 +53,7 @@ impl Config {
             lifecycle: crate::load::lifecycle::LifecycleSettings::default(),
             telemetry: crate::load::telemetry::TelemetrySettings::default(),
             retries: crate::load::retry_policy::RetrySettings::default(),
+            store: crate::load::store::StoreSettings::default(),
             secrets,
         }
     }

@@ -35,6 +35,7 @@ pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
 pub use load::lifecycle::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings};
 pub use load::retry_policy::{RetrySettings, ServerRetry};
+pub use load::store::StoreSettings;
 pub use load::telemetry::TelemetrySettings;
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};

@@ -8,6 +8,7 @@ mod reader;
 pub(crate) mod retry_policy;
 mod rules;
 mod servers;
+pub(crate) mod store;
 pub(crate) mod telemetry;
 pub(crate) mod upstream_credentials;
 
@@ -31,6 +32,7 @@ const TOP_KEYS: &[&str] = &[
     "rate_limits",
     "auth",
     "telemetry",
+    "store",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -93,6 +95,7 @@ pub(crate) fn load_text(
     let lifecycle = lifecycle::read_lifecycle(&mut reader, root, &servers);
     let telemetry = telemetry::read_telemetry(&mut reader, root.get("telemetry"));
     let retries = retry_policy::read_retry_policy(&mut reader, root);
+    let store = store::read_store(&mut reader, root.get("store"));
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -101,5 +104,6 @@ pub(crate) fn load_text(
     config.auth = auth;
     config.telemetry = telemetry;
     config.retries = retries;
+    config.store = store;
     Ok(config)
 }
