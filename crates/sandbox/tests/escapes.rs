@@ -1,0 +1,406 @@
+//! Escape matrix: each row runs a real attempt inside the sandbox and asserts its exact outcome, and
+//! runs the same attempt unsandboxed to show it succeeds there (so the test can fail). Targets are
+//! 127.0.0.1 listeners and files in the test's own temp dir; every loop is bounded.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use manifold_sandbox::{Control, SandboxSpec, SandboxedCommand, State};
+
+/// Processes a sandboxed fork bomb may hold; the bomb's own bound (`FORK_BOUND`) is far above it.
+const PIDS_LIMIT: u64 = 32;
+const FORK_BOUND: usize = 200;
+const MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
+/// How long a daemonised grandchild waits to be killed before the test gives up on it.
+const ORPHAN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self { dir }
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn spec(&self) -> SandboxSpec {
+        let mut spec = SandboxSpec::new(
+            self.path("workspace"),
+            self.path("output"),
+            self.path("home"),
+        );
+        spec.pids = PIDS_LIMIT;
+        spec.memory = MEMORY_LIMIT;
+        spec
+    }
+    fn sandboxed(&self, spec: &SandboxSpec, program: &str, args: &[&str]) -> Output {
+        let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+        let mut command = SandboxedCommand::new(launcher, spec, program, args).unwrap();
+        command
+            .command_mut()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let sandboxed = command.spawn().unwrap();
+        let out = sandboxed.child.wait_with_output().unwrap();
+        drop(sandboxed.cgroup);
+        out
+    }
+    fn sh_in(&self, script: &str) -> String {
+        text(&self.sandboxed(&self.spec(), "sh", &["-c", script]))
+    }
+}
+
+fn sh_out(script: &str) -> String {
+    text(
+        &Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap(),
+    )
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}rc={:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        out.status.code()
+    )
+}
+
+/// A python snippet that prints the errno name of `expr` failing, or "ok".
+fn py_errno(body: &str) -> String {
+    format!(
+        "python3 -c 'import errno,socket,os,ctypes,sys\ntry:\n {body}\n print(\"ok\")\nexcept OSError as e:\n print(errno.errorcode[e.errno])'"
+    )
+}
+
+#[test]
+fn secret_outside_the_workspace_is_not_there() {
+    let env = Env::new();
+    std::fs::write(env.path("secret"), "hunter2").unwrap();
+    let cmd = format!("cat {}", env.path("secret").display());
+    assert!(
+        env.sh_in(&cmd).contains("No such file or directory"),
+        "{}",
+        env.sh_in(&cmd)
+    );
+    assert!(sh_out(&cmd).contains("hunter2"));
+}
+
+#[test]
+fn gateway_environ_is_not_there() {
+    let env = Env::new();
+    let cmd = format!(
+        "cat /proc/{}/environ >/dev/null && echo read",
+        std::process::id()
+    );
+    assert!(
+        env.sh_in(&cmd).contains("No such file or directory"),
+        "{}",
+        env.sh_in(&cmd)
+    );
+    assert!(sh_out(&cmd).contains("read"));
+}
+
+#[test]
+fn writes_land_only_in_workspace_output_and_tmp() {
+    let env = Env::new();
+    std::fs::create_dir(env.path("outside")).unwrap();
+    std::fs::set_permissions(env.path("outside"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let outside = format!("touch {}/x && echo wrote", env.path("outside").display());
+    assert!(
+        env.sh_in(&outside).contains("No such file or directory"),
+        "{}",
+        env.sh_in(&outside)
+    );
+    assert!(sh_out(&outside).contains("wrote"));
+    let inside = env.sh_in("touch /workspace/a /output/b /tmp/c /home/sandbox/d && echo wrote");
+    assert!(inside.contains("wrote"), "{inside}");
+    assert!(env.path("workspace/a").exists() && env.path("output/b").exists());
+}
+
+#[test]
+fn usr_is_read_only() {
+    let env = Env::new();
+    let probe = format!("/usr/.manifold-escape-{}", std::process::id());
+    let cmd = format!("touch {probe} && echo wrote");
+    assert!(
+        env.sh_in(&cmd).contains("Read-only file system"),
+        "{}",
+        env.sh_in(&cmd)
+    );
+    assert!(sh_out(&cmd).contains("wrote"));
+    std::fs::remove_file(&probe).unwrap();
+}
+
+#[test]
+fn tcp_and_udp_to_host_loopback_fail() {
+    let env = Env::new();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (tp, up) = (
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+    );
+    let connect = py_errno(&format!(
+        "socket.create_connection((\"127.0.0.1\", {tp}), timeout=2)"
+    ));
+    assert!(
+        env.sh_in(&connect).contains("EACCES"),
+        "{}",
+        env.sh_in(&connect)
+    );
+    assert!(sh_out(&connect).contains("ok"));
+    let send = py_errno(&format!(
+        "socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {up}))"
+    ));
+    assert!(
+        env.sh_in(&send).contains("ENETUNREACH"),
+        "{}",
+        env.sh_in(&send)
+    );
+    assert!(sh_out(&send).contains("ok"));
+    let mut buf = [0u8; 4];
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    assert_eq!(
+        udp.recv(&mut buf).unwrap(),
+        1,
+        "only the unsandboxed datagram arrives"
+    );
+}
+
+#[test]
+fn host_unix_sockets_fail_by_path_and_abstract_name() {
+    use std::os::linux::net::SocketAddrExt;
+    let env = Env::new();
+    let path = env.path("host.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let by_path = py_errno(&format!(
+        "socket.socket(socket.AF_UNIX).connect(\"{}\")",
+        path.display()
+    ));
+    assert!(
+        env.sh_in(&by_path).contains("ENOENT"),
+        "{}",
+        env.sh_in(&by_path)
+    );
+    assert!(sh_out(&by_path).contains("ok"));
+    let name = format!("manifold-escape-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _abstract = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let abstract_ = py_errno(&format!(
+        "socket.socket(socket.AF_UNIX).connect(\"\\0{name}\")"
+    ));
+    let inside = env.sh_in(&abstract_);
+    assert!(
+        inside.contains("ECONNREFUSED") || inside.contains("EPERM"),
+        "{inside}"
+    );
+    assert!(sh_out(&abstract_).contains("ok"));
+}
+
+#[test]
+fn fork_bomb_stops_at_the_pids_limit() {
+    let env = Env::new();
+    let bomb = format!(
+        "python3 -c 'import os,time\nn=0\nfor i in range({FORK_BOUND}):\n try:\n  p=os.fork()\n except OSError as e:\n  print(\"stopped\", e.errno); break\n if p==0:\n  time.sleep(2); os._exit(0)\n n+=1\nprint(\"forked\", n)'"
+    );
+    let inside = env.sh_in(&bomb);
+    assert!(
+        inside.contains("stopped 11"),
+        "EAGAIN before the bound: {inside}"
+    );
+    let forked: usize = inside
+        .split("forked ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(forked < PIDS_LIMIT as usize, "{inside}");
+    assert!(sh_out(&bomb).contains(&format!("forked {FORK_BOUND}")));
+}
+
+#[test]
+fn memory_hog_is_killed_at_the_memory_limit() {
+    let env = Env::new();
+    let hog = "python3 -c 'b=bytearray(256*1024*1024); b[::4096]=b\"x\"*len(b[::4096]); print(\"allocated\")'";
+    let inside = env.sh_in(hog);
+    assert!(
+        !inside.contains("allocated") && inside.contains("rc=Some(137)"),
+        "{inside}"
+    );
+    assert!(sh_out(hog).contains("allocated"));
+}
+
+#[test]
+fn ptrace_is_denied() {
+    let env = Env::new();
+    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
+    let attach = py_errno(&format!(
+        "libc=ctypes.CDLL(None, use_errno=True)\n if libc.ptrace(16, {}, 0, 0) != 0: raise OSError(ctypes.get_errno(), \"ptrace\")",
+        victim.id()
+    ));
+    assert!(
+        env.sh_in(&attach).contains("EPERM"),
+        "{}",
+        env.sh_in(&attach)
+    );
+    assert!(
+        sh_out(&attach).contains("ok"),
+        "unsandboxed root attaches (no Yama here)"
+    );
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn gateway_cannot_be_signalled() {
+    let env = Env::new();
+    let cmd = format!("kill -0 {} && echo reached", std::process::id());
+    assert!(
+        env.sh_in(&cmd).contains("No such process"),
+        "{}",
+        env.sh_in(&cmd)
+    );
+    assert!(sh_out(&cmd).contains("reached"));
+}
+
+#[test]
+fn setuid_binary_gains_nothing() {
+    let env = Env::new();
+    let spec = env.spec();
+    std::fs::create_dir_all(&spec.workspace).unwrap();
+    let id = spec.workspace.join("id");
+    std::fs::copy("/usr/bin/id", &id).unwrap();
+    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(env.sh_in("/workspace/id -u").lines().next(), Some("65534"));
+    let baseline = sh_out(&format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups {} -u",
+        id.display()
+    ));
+    assert_eq!(baseline.lines().next(), Some("0"), "{baseline}");
+}
+
+#[test]
+fn nested_user_namespace_is_refused() {
+    let env = Env::new();
+    assert!(
+        env.sh_in("unshare -U true && echo nested")
+            .contains("Operation not permitted")
+    );
+    assert!(sh_out("unshare -U true && echo nested").contains("nested"));
+}
+
+/// Pids whose command line holds `marker` (a number unique to this test run).
+fn pids_with_arg(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
+fn alive_with_arg(marker: &str) -> bool {
+    !pids_with_arg(marker).is_empty()
+}
+
+#[test]
+fn daemonised_grandchild_dies_with_its_server() {
+    let env = Env::new();
+    let marker = format!("29.{}", std::process::id());
+    let script = format!("setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started");
+    assert!(env.sh_in(&script).contains("started"));
+    let deadline = std::time::Instant::now() + ORPHAN_WAIT;
+    while alive_with_arg(&marker) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !alive_with_arg(&marker),
+        "the orphan outlived its sandboxed server"
+    );
+    assert!(sh_out(&script).contains("started"));
+    assert!(alive_with_arg(&marker), "unsandboxed, the orphan survives");
+    for pid in pids_with_arg(&marker) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[test]
+fn node_and_python_run_inside() {
+    let env = Env::new();
+    let out = env.sandboxed(
+        &env.spec(),
+        "python3",
+        &[
+            "-c",
+            "import json,sys; print(json.dumps({'py': sys.version_info[0]}))",
+        ],
+    );
+    assert!(text(&out).contains("{\"py\": 3}"), "{}", text(&out));
+    let js = "const cp=require('child_process'); console.log('node', cp.execFileSync('/bin/echo',['child']).toString().trim())";
+    let out = env.sandboxed(&env.spec(), "node", &["-e", js]);
+    assert!(text(&out).contains("node child"), "{}", text(&out));
+}
+
+#[test]
+fn report_names_every_enforced_control() {
+    let env = Env::new();
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let mut command =
+        SandboxedCommand::new(launcher, &env.spec(), "true", [] as [&str; 0]).unwrap();
+    command.command_mut().stdin(Stdio::null());
+    let mut sandboxed = command.spawn().unwrap();
+    assert!(sandboxed.child.wait().unwrap().success());
+    for control in [
+        Control::Namespaces,
+        Control::Filesystem,
+        Control::Network,
+        Control::Memory,
+        Control::Pids,
+        Control::Cpu,
+        Control::Rlimits,
+        Control::NoNewPrivs,
+        Control::Landlock,
+        Control::Seccomp,
+        Control::TreeKill,
+    ] {
+        assert_eq!(
+            sandboxed.report.state(control),
+            State::Enforced,
+            "{control:?}: {:?}",
+            sandboxed.report
+        );
+    }
+}
+
+#[test]
+fn a_required_control_that_is_off_refuses_the_server() {
+    let env = Env::new();
+    let mut spec = env.spec();
+    spec.seccomp = false;
+    spec.require.push(Control::Seccomp);
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let marker = env.path("workspace/ran");
+    let command = SandboxedCommand::new(launcher, &spec, "touch", ["/workspace/ran"]).unwrap();
+    let err = command.spawn().err().expect("refused");
+    assert_eq!(err.control(), Some(Control::Seccomp), "{err}");
+    assert!(!marker.exists(), "the server never ran");
+}
