@@ -40,6 +40,7 @@ pub fn check_report(config: &Config) -> String {
         "naming: {naming}, tool names up to {} characters; discovery: {discovery}\n",
         g.name_max_len
     ));
+    out.push_str(&format!("store: {}\n", store_summary(config)));
     let names = |stdio: bool| -> Vec<&str> {
         config
             .enabled_servers()
@@ -77,6 +78,21 @@ pub fn check_report(config: &Config) -> String {
         out.push_str(&format!("note: {note}\n"));
     }
     out
+}
+
+/// Which store `manifold serve` will use: the SQLite file, or PostgreSQL's host, port and database
+/// (never the user, password or query, which may carry secrets).
+fn store_summary(config: &Config) -> String {
+    let Some(url) = &config.store.url else {
+        let file = config.gateway.data_dir.join("store.sqlite");
+        return format!("SQLite, {} (one Manifold process)", file.display());
+    };
+    let where_ = url::Url::parse(url).ok().map(|u| {
+        let host = u.host_str().unwrap_or_default().to_owned();
+        let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+        format!("{host}{port}{}", u.path())
+    });
+    format!("PostgreSQL at {}", where_.unwrap_or_default())
 }
 
 /// Things that are allowed but worth a second look.

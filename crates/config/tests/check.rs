@@ -39,6 +39,7 @@ enabled = false
 manifold.toml: ok
 listen: 127.0.0.1:7391 (this machine only)
 naming: always, tool names up to 64 characters; discovery: full
+store: SQLite, /home/ada/.local/share/manifold/store.sqlite (one Manifold process)
 servers: 3 (2 stdio, 1 http)
   stdio: git, memory
   http: remote
@@ -72,6 +73,7 @@ allow_insecure_http = true
 m.toml: ok
 listen: 0.0.0.0:7391 (reachable from other machines)
 naming: conditional, tool names up to 64 characters; discovery: search
+store: SQLite, /home/ada/.local/share/manifold/store.sqlite (one Manifold process)
 servers: 1 (0 stdio, 1 http)
   http: lan
 note: listening on 0.0.0.0:7391 accepts connections from other machines; allowed_hosts is localhost, 127.0.0.1, ::1
@@ -105,4 +107,21 @@ fn check_on_a_bad_file_returns_every_error() {
     let report = check(&path).unwrap();
     assert!(report.starts_with(&format!("{}: ok\n", path.display())));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_report_names_a_postgres_store_without_its_credentials() {
+    let config = Config::from_str_with(
+        "[store]\nurl = \"postgres://mf:${TOKEN}@db.internal:5432/manifold?sslmode=require\"\n",
+        "m.toml",
+        None,
+        &env(),
+    )
+    .unwrap();
+    let report = check_report(&config);
+    assert!(
+        report.contains("\nstore: PostgreSQL at db.internal:5432/manifold\n"),
+        "{report}"
+    );
+    assert!(!report.contains("SEKRIT") && !report.contains("mf:"), "{report}");
 }
