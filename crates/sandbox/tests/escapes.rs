@@ -404,3 +404,22 @@ fn a_required_control_that_is_off_refuses_the_server() {
     assert_eq!(err.control(), Some(Control::Seccomp), "{err}");
     assert!(!marker.exists(), "the server never ran");
 }
+
+#[test]
+fn without_namespaces_landlock_still_hides_the_secret() {
+    let env = Env::new();
+    std::fs::write(env.path("secret"), "hunter2").unwrap();
+    let mut spec = env.spec();
+    spec.namespaces = false;
+    spec.require = vec![Control::Landlock];
+    let out = text(&env.sandboxed(&spec, "cat", &[env.path("secret").to_str().unwrap()]));
+    assert!(out.contains("Permission denied"), "{out}");
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let mut command = SandboxedCommand::new(launcher, &spec, "true", [] as [&str; 0]).unwrap();
+    command.command_mut().stdin(Stdio::null());
+    let mut sandboxed = command.spawn().unwrap();
+    sandboxed.child.wait().unwrap();
+    assert_eq!(sandboxed.report.state(Control::Filesystem), State::Partial);
+    assert_eq!(sandboxed.report.state(Control::Namespaces), State::Off);
+    assert_eq!(sandboxed.report.state(Control::Network), State::Partial);
+}
