@@ -123,5 +123,8 @@ fn the_report_names_a_postgres_store_without_its_credentials() {
         report.contains("\nstore: PostgreSQL at db.internal:5432/manifold\n"),
         "{report}"
     );
-    assert!(!report.contains("SEKRIT") && !report.contains("mf:"), "{report}");
+    assert!(
+        !report.contains("SEKRIT") && !report.contains("mf:"),
+        "{report}"
+    );
 }
