@@ -194,6 +194,70 @@ async fn newer_schema_is_refused(backend: Backend) {
         !text.contains(PASSWORD) && !format!("{err:?}").contains(PASSWORD),
         "{text}"
     );
+
+    // Refused before anything changed: without the newer step, what was acknowledged is there.
+    backend
+        .raw("DELETE FROM _sqlx_migrations WHERE version = 99")
+        .await;
+    let store = Store::open(&location).await.unwrap();
+    assert_eq!(store.api_keys().list().await.unwrap(), [key("kept")]);
+    store.close().await;
+}
+
+/// How many writers race in [`concurrent_writes_all_land`].
+const RACING_WRITERS: usize = 64;
+
+/// SQLite's single writer queues concurrent writes instead of failing them with "database is locked".
+async fn concurrent_writes_all_land(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let rows: Vec<AuditEvent> = (0..RACING_WRITERS)
+        .map(|i| audit_row(&format!("c{i}")))
+        .collect();
+    let audit = store.audit();
+    let appends = rows.iter().map(|row| audit.append(row));
+    let mut seqs: Vec<i64> = futures::future::join_all(appends)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), RACING_WRITERS);
+    let stored = store.audit().recent(MAX_AUDIT_PAGE).await.unwrap();
+    assert_eq!(stored.len(), RACING_WRITERS);
+    store.close().await;
+}
+
+/// Replicas starting together on one empty database: the migration runs once, both open.
+#[tokio::test]
+async fn postgres_replicas_starting_together_both_open() {
+    let backend = Backend::postgres();
+    let location = backend.location();
+    let (a, b) = tokio::join!(Store::open(&location), Store::open(&location));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    a.api_keys().insert(&key("from-a")).await.unwrap();
+    assert_eq!(b.api_keys().list().await.unwrap(), [key("from-a")]);
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn sqlite_runs_in_wal_mode() {
+    let backend = Backend::sqlite();
+    let location = backend.location();
+    let store = Store::open(&location).await.unwrap();
+    store.api_keys().insert(&key("k")).await.unwrap();
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(location.sqlite_file().unwrap())
+        .read_only(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    pool.close().await;
+    store.close().await;
 }
 
 macro_rules! on_both_backends {
@@ -215,7 +279,11 @@ macro_rules! on_both_backends {
     };
 }
 
-on_both_backends!(migrates_from_empty, newer_schema_is_refused);
+on_both_backends!(
+    migrates_from_empty,
+    newer_schema_is_refused,
+    concurrent_writes_all_land
+);
 
 #[tokio::test]
 async fn sqlite_corrupt_file_is_refused_naming_it() {
