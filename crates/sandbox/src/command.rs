@@ -74,6 +74,7 @@ impl SandboxedCommand {
                 .iter()
                 .any(|s| s.control == Control::Memory && s.state == State::Enforced),
             cgroup_kills_tree: cgroup.as_ref().is_some_and(Cgroup::kills_tree),
+            gateway_pid: std::process::id(),
         };
         Ok(Self {
             command,

@@ -33,6 +33,8 @@ pub struct Plan {
     pub memory_cgroup: bool,
     /// The gateway can kill the whole tree through the cgroup.
     pub cgroup_kills_tree: bool,
+    /// The gateway's pid: a launcher whose parent is already another process exits at once.
+    pub gateway_pid: u32,
 }
 
 /// One line on the report pipe.
@@ -110,7 +112,14 @@ fn stage1(channel: &mut Channel, report: &mut Report) -> Result<ExitCode, (Contr
     let Some((program, args)) = argv.split_first() else {
         return Err((Control::Namespaces, "no program after `--`".into()));
     };
+    // PDEATHSIG follows the gateway *thread* that spawned us: spawn from a long-lived thread.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(plan.gateway_pid) {
+        return Err((
+            Control::TreeKill,
+            "the gateway exited before the sandbox was set up".into(),
+        ));
+    }
     for procs in &plan.cgroup_procs {
         std::fs::write(procs, std::process::id().to_string()).map_err(|e| {
             (

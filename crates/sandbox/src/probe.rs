@@ -66,3 +66,29 @@ fn user_namespaces() -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CI runs on a machine kind with user namespaces, Landlock, seccomp and v1 memory/pids/cpu.
+    #[test]
+    fn probe_sees_this_machine_kind() {
+        let host = probe();
+        assert_eq!(host.user_namespaces, Ok(()));
+        assert!(
+            host.landlock_abi.as_ref().is_ok_and(|abi| *abi >= 1),
+            "{:?}",
+            host.landlock_abi
+        );
+        assert!(host.seccomp);
+        let has = |c: &str| {
+            host.cgroup_v1.iter().any(|x| x == c)
+                || host
+                    .cgroup_v2
+                    .as_ref()
+                    .is_some_and(|v| v.iter().any(|x| x == c))
+        };
+        assert!(has("memory") && has("pids"), "{host:?}");
+    }
+}

@@ -14,8 +14,10 @@ use nix::sys::statvfs::{FsFlags, statvfs};
 
 use crate::spec::SandboxSpec;
 
-/// Size of the tmpfs that holds only mount points and symlinks.
-pub const ROOT_TMPFS_SIZE: &str = "size=4m";
+/// The staging tmpfs and the new root's tmpfs hold only mount points and symlinks.
+pub const ROOT_TMPFS_OPTIONS: &str = "size=4m,mode=0755";
+/// `/dev` holds a few device mount points and symlinks.
+pub const DEV_TMPFS_OPTIONS: &str = "size=64k,mode=0755";
 /// System dirs taken from the host (read-only), or re-created as symlinks when they are symlinks.
 pub const SYSTEM_DIRS: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 /// /etc entries a server may need (users, name resolution, TLS roots, dynamic linker, timezone).
@@ -122,7 +124,7 @@ impl RootPlan {
             "/tmp",
             Some("tmpfs"),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some(ROOT_TMPFS_SIZE),
+            Some(ROOT_TMPFS_OPTIONS),
         )
         .map_err(|e| fail("mount staging tmpfs", e))?;
         for dir in ["/tmp/newroot", "/tmp/oldroot"] {
@@ -137,7 +139,7 @@ impl RootPlan {
             new,
             Some("tmpfs"),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some("size=4m,mode=0755"),
+            Some(ROOT_TMPFS_OPTIONS),
         )
         .map_err(|e| fail("mount root tmpfs", e))?;
         for (link, target) in &self.symlinks {
@@ -161,7 +163,7 @@ impl RootPlan {
             &new.join("dev"),
             Some("tmpfs"),
             MsFlags::MS_NOSUID,
-            Some("size=64k,mode=0755"),
+            Some(DEV_TMPFS_OPTIONS),
         )
         .map_err(|e| fail("mount /dev", e))?;
         for (name, target) in [
@@ -188,7 +190,7 @@ impl RootPlan {
         .map_err(|e| fail("mount /proc", e))?;
         let ro_root =
             MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-        mount(none, new, none, ro_root, Some("size=4m,mode=0755"))
+        mount(none, new, none, ro_root, Some(ROOT_TMPFS_OPTIONS))
             .map_err(|e| fail("remount root read-only", e))?;
         nix::unistd::chdir(new).map_err(|e| fail("chdir new root", e))?;
         nix::unistd::pivot_root(".", ".").map_err(|e| fail("pivot_root into new root", e))?;
@@ -257,4 +259,16 @@ fn bind_into(new: &Path, bind: &Bind) -> Result<(), String> {
         flags |= MsFlags::MS_RDONLY;
     }
     mount(none, &target, none, flags, none).map_err(|e| fail("remount", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_bounds_are_small_and_sized() {
+        assert!(ROOT_TMPFS_OPTIONS.starts_with("size=4m"));
+        assert!(DEV_TMPFS_OPTIONS.starts_with("size=64k"));
+        assert!(SYSTEM_DIRS.contains(&"usr") && DEVICES.contains(&"null"));
+    }
 }

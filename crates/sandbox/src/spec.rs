@@ -177,3 +177,51 @@ impl SandboxSpec {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_defaults_use_the_named_bounds() {
+        let spec = SandboxSpec::new("/w", "/o", "/h");
+        assert_eq!(
+            (
+                spec.tmp_size,
+                spec.memory,
+                spec.pids,
+                spec.cpu_millis,
+                spec.file_size,
+                spec.open_files
+            ),
+            (
+                DEFAULT_TMP_SIZE,
+                DEFAULT_MEMORY,
+                DEFAULT_PIDS,
+                DEFAULT_CPU_MILLIS,
+                DEFAULT_FILE_SIZE,
+                DEFAULT_OPEN_FILES
+            )
+        );
+        assert_eq!(spec.network, Network::None);
+        assert!(spec.seccomp && spec.namespaces);
+        assert_eq!(spec.require, vec![Control::Filesystem, Control::Network]);
+        assert_eq!(DEFAULT_ROOT_RUN_AS, (65534, 65534));
+    }
+
+    #[test]
+    fn first_unmet_names_a_missing_or_partial_control() {
+        let mut report = Report::default();
+        report.push(Control::Filesystem, State::Enforced, "root");
+        report.push(Control::Network, State::Partial, "port-only");
+        assert_eq!(report.first_unmet(&[Control::Filesystem]), None);
+        assert_eq!(
+            report.first_unmet(&[Control::Network]),
+            Some((Control::Network, "port-only"))
+        );
+        assert_eq!(
+            report.first_unmet(&[Control::Seccomp]),
+            Some((Control::Seccomp, "not applied"))
+        );
+    }
+}

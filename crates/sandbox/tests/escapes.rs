@@ -423,3 +423,102 @@ fn without_namespaces_landlock_still_hides_the_secret() {
     assert_eq!(sandboxed.report.state(Control::Namespaces), State::Off);
     assert_eq!(sandboxed.report.state(Control::Network), State::Partial);
 }
+
+/// Waits (bounded by `ORPHAN_WAIT`) for every process carrying `marker` to go.
+fn gone_within_wait(marker: &str) -> bool {
+    let deadline = std::time::Instant::now() + ORPHAN_WAIT;
+    while alive_with_arg(marker) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    !alive_with_arg(marker)
+}
+
+fn kill_marked(marker: &str) {
+    for pid in pids_with_arg(marker) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[test]
+fn killing_the_launcher_takes_the_whole_tree_down() {
+    let env = Env::new();
+    let marker = format!("28.{}", std::process::id());
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let script = format!("sleep {marker} & sleep {marker}.1 & echo up; wait");
+    let mut command =
+        SandboxedCommand::new(launcher, &env.spec(), "sh", ["-c", script.as_str()]).unwrap();
+    command
+        .command_mut()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut sandboxed = command.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sandboxed.child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "up");
+    assert!(alive_with_arg(&marker));
+    sandboxed.child.kill().unwrap();
+    sandboxed.child.wait().unwrap();
+    // The cgroup is still held: PDEATHSIG and the pid namespace alone must end the tree.
+    let gone = gone_within_wait(&marker);
+    kill_marked(&marker);
+    assert!(gone, "a sandboxed process outlived the killed launcher");
+    drop(sandboxed.cgroup);
+}
+
+#[test]
+fn without_namespaces_the_cgroup_kills_the_orphan() {
+    let env = Env::new();
+    let marker = format!("27.{}", std::process::id());
+    let mut spec = env.spec();
+    spec.namespaces = false;
+    spec.require = vec![Control::TreeKill];
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let script = format!("setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started");
+    let mut command =
+        SandboxedCommand::new(launcher, &spec, "sh", ["-c", script.as_str()]).unwrap();
+    command
+        .command_mut()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let sandboxed = command.spawn().unwrap();
+    assert_eq!(sandboxed.report.state(Control::TreeKill), State::Enforced);
+    assert!(text(&sandboxed.child.wait_with_output().unwrap()).contains("started"));
+    assert!(
+        alive_with_arg(&marker),
+        "without a pid namespace the orphan survives its server"
+    );
+    drop(sandboxed.cgroup);
+    let gone = gone_within_wait(&marker);
+    kill_marked(&marker);
+    assert!(gone, "dropping the cgroup must kill the orphan");
+}
+
+#[test]
+fn a_tokio_command_runs_sandboxed() {
+    let env = Env::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let mut command =
+        SandboxedCommand::new(launcher, &env.spec(), "hostname", [] as [&str; 0]).unwrap();
+    command
+        .command_mut()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let out = runtime.block_on(async {
+        let sandboxed = command
+            .spawn_with(|c| tokio::process::Command::from(c).kill_on_drop(true).spawn())
+            .unwrap();
+        sandboxed.child.wait_with_output().await.unwrap()
+    });
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sandbox");
+}
