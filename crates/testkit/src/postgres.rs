@@ -95,6 +95,11 @@ impl Postgres {
         self.port
     }
 
+    /// The server's data directory (inside a scratch directory removed on drop).
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
     /// Stops the server (fast shutdown: committed data stays).
     pub fn stop(&self) -> Result<(), PostgresFixtureError> {
         let data = self.data.display().to_string();
