@@ -522,3 +522,49 @@ fn a_tokio_command_runs_sandboxed() {
     });
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sandbox");
 }
+
+#[test]
+fn read_only_paths_are_readable_and_not_writable() {
+    let env = Env::new();
+    std::fs::create_dir(env.path("tools")).unwrap();
+    std::fs::write(env.path("tools/tool.txt"), "tool").unwrap();
+    let mut spec = env.spec();
+    spec.read_only.push(env.path("tools"));
+    let tools = env.path("tools");
+    let script = format!(
+        "cat {0}/tool.txt; touch {0}/new && echo wrote",
+        tools.display()
+    );
+    let inside = text(&env.sandboxed(&spec, "sh", &["-c", script.as_str()]));
+    assert!(
+        inside.starts_with("tool") && inside.contains("Read-only file system"),
+        "{inside}"
+    );
+    assert!(!inside.contains("wrote"));
+    assert!(sh_out(&script).contains("wrote"));
+}
+
+#[test]
+fn a_program_missing_inside_is_a_setup_error_naming_it() {
+    let env = Env::new();
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let command = SandboxedCommand::new(
+        launcher,
+        &env.spec(),
+        "/opt/no-such-server",
+        [] as [&str; 0],
+    )
+    .unwrap();
+    let err = command.spawn().err().expect("setup error");
+    assert!(
+        matches!(
+            err,
+            manifold_sandbox::SandboxError::Setup {
+                control: Control::Filesystem,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("/opt/no-such-server"), "{err}");
+}
