@@ -245,7 +245,56 @@ fn confine_and_exec(
 ) -> Step {
     let spec = &plan.spec;
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    let (paths, home, tmp) = if let Some(root) = root {
+    let paths = filesystem(spec, root, report)?;
+    rlimits(spec, plan.memory_cgroup, report);
+    no_new_privs_and_landlock(&paths.landlock, spec.network, report)
+        .map_err(|e| (Control::NoNewPrivs, e))?;
+    network_state(spec, root.is_some(), report);
+    tree_kill_state(plan.cgroup_kills_tree, root.is_some(), report);
+    if spec.seccomp {
+        seccomp(root.is_none() && spec.network == Network::None, report)
+            .map_err(|e| (Control::Seccomp, e))?;
+    } else {
+        report.push(Control::Seccomp, State::Off, "seccomp off in the spec");
+    }
+    if let Some((control, detail)) = report.first_unmet(&spec.require) {
+        let detail = detail.to_string();
+        channel.send(&LauncherMessage::Failed {
+            control,
+            detail: detail.clone(),
+            refused: true,
+            report: report.clone(),
+        });
+        std::process::exit(i32::from(SETUP_FAILED));
+    }
+    channel.send(&LauncherMessage::Ready(report.clone()));
+    let error = std::process::Command::new(program)
+        .args(args)
+        .env_remove(PLAN_ENV)
+        .env("HOME", &paths.home)
+        .env("TMPDIR", &paths.tmp)
+        .exec();
+    Err((
+        Control::Filesystem,
+        format!("exec {program}: {error}; put it under a read-only path of the spec"),
+    ))
+}
+
+/// Where the server's files are once its filesystem view is in place.
+struct ServerPaths {
+    landlock: LandlockPaths,
+    home: PathBuf,
+    tmp: PathBuf,
+}
+
+/// Tier A: builds the minimal root and pivots into it. Fallback: Landlock paths on the host. Either
+/// way ends in the server's working directory.
+fn filesystem(
+    spec: &SandboxSpec,
+    root: Option<&RootPlan>,
+    report: &mut Report,
+) -> Result<ServerPaths, (Control, String)> {
+    let (landlock, home, tmp) = if let Some(root) = root {
         report.push(
             Control::Namespaces,
             State::Enforced,
@@ -311,13 +360,18 @@ fn confine_and_exec(
             format!("chdir {}: {}", workdir.display(), e.desc()),
         )
     })?;
-    rlimits(spec, plan.memory_cgroup, report);
-    no_new_privs_and_landlock(&paths, spec.network, report)
-        .map_err(|e| (Control::NoNewPrivs, e))?;
-    network_state(spec, root.is_some(), report);
-    let tree = if root.is_some() {
+    Ok(ServerPaths {
+        landlock,
+        home,
+        tmp,
+    })
+}
+
+/// Whether every process of the server dies with it, and by what.
+fn tree_kill_state(cgroup_kills_tree: bool, namespaced: bool, report: &mut Report) {
+    let tree = if namespaced {
         "pid namespace: every process dies with the server"
-    } else if plan.cgroup_kills_tree {
+    } else if cgroup_kills_tree {
         "cgroup kill when the server ends"
     } else {
         ""
@@ -335,33 +389,6 @@ fn confine_and_exec(
             tree
         },
     );
-    if spec.seccomp {
-        seccomp(root.is_none() && spec.network == Network::None, report)
-            .map_err(|e| (Control::Seccomp, e))?;
-    } else {
-        report.push(Control::Seccomp, State::Off, "seccomp off in the spec");
-    }
-    if let Some((control, detail)) = report.first_unmet(&spec.require) {
-        let detail = detail.to_string();
-        channel.send(&LauncherMessage::Failed {
-            control,
-            detail: detail.clone(),
-            refused: true,
-            report: report.clone(),
-        });
-        std::process::exit(i32::from(SETUP_FAILED));
-    }
-    channel.send(&LauncherMessage::Ready(report.clone()));
-    let error = std::process::Command::new(program)
-        .args(args)
-        .env_remove(PLAN_ENV)
-        .env("HOME", home)
-        .env("TMPDIR", tmp)
-        .exec();
-    Err((
-        Control::Filesystem,
-        format!("exec {program}: {error}; put it under a read-only path of the spec"),
-    ))
 }
 
 fn network_state(spec: &SandboxSpec, netns: bool, report: &mut Report) {
