@@ -37,13 +37,21 @@ pub(crate) enum Pools {
 }
 
 /// Manifold's durable store. Cheap to share by reference; [`Store::close`] waits for writes.
-#[derive(Debug)]
 pub struct Store {
     pub(crate) pools: Pools,
     pub(crate) location: StoreLocation,
     /// Secrets to scrub from driver messages (the URL's password).
     pub(crate) scrub: Vec<String>,
     _lock: Option<ProcessLock>,
+}
+
+/// Shows where the store is and nothing else: the pools and the scrub list hold the password.
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {

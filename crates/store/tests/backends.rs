@@ -104,6 +104,11 @@ fn audit_row(call: &str) -> AuditEvent {
 async fn migrates_from_empty(backend: Backend) {
     let location = backend.location();
     let store = Store::open(&location).await.unwrap();
+    let debug = format!("{store:?}");
+    assert!(
+        !debug.contains(PASSWORD) && debug.contains("Store"),
+        "{debug}"
+    );
     let latest = latest_version(migrator_for(&location));
     assert_eq!(store.schema_version().await.unwrap(), latest);
     store.api_keys().insert(&key("k1")).await.unwrap();
