@@ -1,8 +1,9 @@
-//! Measures the cold start of a sandboxed `true` against a plain one (mean over `RUNS`), for the
-//! README's numbers: `cargo run -p manifold-sandbox --example cold_start -- PATH_TO_LAUNCHER`.
+//! Measures the cold start of a sandboxed `true` against a plain one (mean over `RUNS`), with where
+//! the time goes, for the README's numbers:
+//! `cargo run -p manifold-sandbox --example cold_start -- PATH_TO_LAUNCHER`.
 
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use manifold_sandbox::{SandboxSpec, SandboxedCommand};
 
@@ -21,16 +22,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Command::new("true").stdin(Stdio::null()).status()?;
     }
     let plain = start.elapsed() / RUNS;
+    let mut phases = [Duration::ZERO; 4];
     let start = Instant::now();
     for _ in 0..RUNS {
+        let t = Instant::now();
         let mut command = SandboxedCommand::new(&launcher, &spec, "true", [] as [&str; 0])?;
         command.command_mut().stdin(Stdio::null());
+        phases[0] += t.elapsed();
+        let t = Instant::now();
         let mut sandboxed = command.spawn()?;
+        phases[1] += t.elapsed();
+        let t = Instant::now();
         sandboxed.child.wait()?;
+        phases[2] += t.elapsed();
+        let t = Instant::now();
+        drop(sandboxed.cgroup);
+        phases[3] += t.elapsed();
     }
     let boxed = start.elapsed() / RUNS;
+    println!("true: plain {plain:?}, sandboxed {boxed:?} (mean of {RUNS})");
+    let [prepare, report, exit, cleanup] = phases.map(|d| d / RUNS);
     println!(
-        "true: plain {plain:?}, sandboxed {boxed:?} (mean of {RUNS}, cgroup made and removed each time)"
+        "  dirs+cgroup {prepare:?}, spawn to report {report:?}, report to exit {exit:?}, cgroup removal {cleanup:?}"
     );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
