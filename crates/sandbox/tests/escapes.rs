@@ -213,7 +213,7 @@ fn host_unix_sockets_fail_by_path_and_abstract_name() {
 fn fork_bomb_stops_at_the_pids_limit() {
     let env = Env::new();
     let bomb = format!(
-        "python3 -c 'import os,time\nn=0\nfor i in range({FORK_BOUND}):\n try:\n  p=os.fork()\n except OSError as e:\n  print(\"stopped\", e.errno); break\n if p==0:\n  time.sleep(2); os._exit(0)\n n+=1\nprint(\"forked\", n)'"
+        "python3 -c 'import os,time\nn=0\nfor i in range({FORK_BOUND}):\n try:\n  p=os.fork()\n except OSError as e:\n  print(\"stopped\", e.errno); break\n if p==0:\n  os.close(1); os.close(2); time.sleep(2); os._exit(0)\n n+=1\nprint(\"forked\", n)'"
     );
     let inside = env.sh_in(&bomb);
     assert!(
