@@ -1,13 +1,15 @@
-//! API keys in the store: only a key's SHA-256 is kept, so a copy of the database does not grant
-//! access. Later steps move the `[auth]` keys here; this is the table and its repository.
+//! API keys in the store: only a digest of a key's secret is kept, so a copy of the database does
+//! not grant access. `manifold keys` writes here and the inbound authenticator reads here.
 
 use sqlx::Row;
 
 use crate::error::StoreError;
 use crate::store::{Pools, Store};
 
-/// Longest name, principal or id accepted.
+/// Longest name, principal, id, scope or group accepted.
 pub const MAX_API_KEY_FIELD_LEN: usize = 256;
+/// Most scopes, and most groups, one key may carry.
+pub const MAX_API_KEY_GRANTS: usize = 64;
 
 /// One key as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,10 +18,45 @@ pub struct ApiKeyRecord {
     pub name: String,
     /// Who calls with this key (what `[[rules]]` match).
     pub principal: String,
-    /// Lowercase hex SHA-256 of the key.
+    /// Lowercase hex SHA-256 of the key's secret.
     pub key_sha256: String,
     pub created_at_ms: i64,
     pub revoked_at_ms: Option<i64>,
+    /// Scopes the key grants (stored as a JSON array).
+    pub scopes: Vec<String>,
+    /// Groups the key's caller belongs to (stored as a JSON array).
+    pub groups: Vec<String>,
+}
+
+/// Reads a JSON array of strings column.
+fn string_list(row: &impl RowLike, column: &str) -> Result<Vec<String>, sqlx::Error> {
+    let text = row.text(column)?;
+    serde_json::from_str(&text).map_err(|e| sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(e),
+    })
+}
+
+fn check_grants(field: &'static str, items: &[String]) -> Result<(), StoreError> {
+    let invalid = |reason: String| StoreError::Invalid {
+        what: "API key",
+        field,
+        reason,
+    };
+    if items.len() > MAX_API_KEY_GRANTS {
+        return Err(invalid(format!(
+            "has more than {MAX_API_KEY_GRANTS} entries"
+        )));
+    }
+    if items
+        .iter()
+        .any(|i| i.is_empty() || i.len() > MAX_API_KEY_FIELD_LEN)
+    {
+        return Err(invalid(format!(
+            "entries must be 1 to {MAX_API_KEY_FIELD_LEN} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// The `api_keys` repository.
@@ -43,6 +80,8 @@ fn record(row: &impl RowLike) -> Result<ApiKeyRecord, sqlx::Error> {
         key_sha256: row.text("key_sha256")?,
         created_at_ms: row.int("created_at_ms")?,
         revoked_at_ms: row.opt_int("revoked_at_ms")?,
+        scopes: string_list(row, "scopes_json")?,
+        groups: string_list(row, "groups_json")?,
     })
 }
 
@@ -83,7 +122,7 @@ macro_rules! with_pool {
 pub(crate) use with_pool;
 
 impl ApiKeys<'_> {
-    /// Adds a key; an id or hash already present is refused.
+    /// Adds a key; an id or hash already present, or a name an active key has, is refused.
     pub async fn insert(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
         for (field, value) in [
             ("id", &key.id),
@@ -98,7 +137,11 @@ impl ApiKeys<'_> {
                 });
             }
         }
-        let sql = "INSERT INTO api_keys (id, name, principal, key_sha256, created_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5, $6)";
+        check_grants("scopes", &key.scopes)?;
+        check_grants("groups", &key.groups)?;
+        let json = |items: &[String]| serde_json::Value::from(items.to_vec()).to_string();
+        let (scopes, groups) = (json(&key.scopes), json(&key.groups));
+        let sql = "INSERT INTO api_keys (id, name, principal, key_sha256, created_at_ms, revoked_at_ms, scopes_json, groups_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
         let result = with_pool!(self.store, writer, |pool| sqlx::query(sql)
             .bind(&key.id)
             .bind(&key.name)
@@ -106,13 +149,15 @@ impl ApiKeys<'_> {
             .bind(&key.key_sha256)
             .bind(key.created_at_ms)
             .bind(key.revoked_at_ms)
+            .bind(&scopes)
+            .bind(&groups)
             .execute(pool)
             .await
             .map(|_| ()));
         result.map_err(|e| match &e {
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists {
                 location: self.store.location.shown(),
-                what: "an API key with this id or hash",
+                what: "an API key with this id, hash or active name",
                 key: key.id.clone(),
             },
             _ => self.store.failed(&e),
@@ -121,7 +166,7 @@ impl ApiKeys<'_> {
 
     /// The key whose SHA-256 is `key_sha256`, revoked or not.
     pub async fn find_by_hash(&self, key_sha256: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let sql = "SELECT id, name, principal, key_sha256, created_at_ms, revoked_at_ms FROM api_keys WHERE key_sha256 = $1";
+        let sql = "SELECT id, name, principal, key_sha256, created_at_ms, revoked_at_ms, scopes_json, groups_json FROM api_keys WHERE key_sha256 = $1";
         let found = with_pool!(self.store, readers, |pool| {
             match sqlx::query(sql).bind(key_sha256).fetch_optional(pool).await {
                 Ok(Some(row)) => record(&row).map(Some),
@@ -134,7 +179,7 @@ impl ApiKeys<'_> {
 
     /// Every key, oldest first.
     pub async fn list(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let sql = "SELECT id, name, principal, key_sha256, created_at_ms, revoked_at_ms FROM api_keys ORDER BY created_at_ms, id";
+        let sql = "SELECT id, name, principal, key_sha256, created_at_ms, revoked_at_ms, scopes_json, groups_json FROM api_keys ORDER BY created_at_ms, id";
         let rows = with_pool!(self.store, readers, |pool| {
             match sqlx::query(sql).fetch_all(pool).await {
                 Ok(rows) => rows.iter().map(record).collect::<Result<Vec<_>, _>>(),

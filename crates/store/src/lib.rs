@@ -11,7 +11,7 @@ mod process_lock;
 mod schema;
 mod store;
 
-pub use api_keys::{ApiKeyRecord, ApiKeys, MAX_API_KEY_FIELD_LEN};
+pub use api_keys::{ApiKeyRecord, ApiKeys, MAX_API_KEY_FIELD_LEN, MAX_API_KEY_GRANTS};
 pub use audit::{AuditEvent, AuditTrail, MAX_AUDIT_PAGE};
 pub use error::StoreError;
 pub use location::{

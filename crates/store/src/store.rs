@@ -58,7 +58,17 @@ impl Store {
     /// Opens (creating if needed) and migrates the store at `location`.
     pub async fn open(location: &StoreLocation) -> Result<Store, StoreError> {
         match location {
-            StoreLocation::Sqlite { data_dir } => open_sqlite(location, data_dir).await,
+            StoreLocation::Sqlite { data_dir } => open_sqlite(location, data_dir, true).await,
+            StoreLocation::Postgres { url } => open_postgres(location, url).await,
+        }
+    }
+
+    /// Opens the store for one short command (`manifold keys`) that may run beside a gateway
+    /// holding the store: on SQLite it takes no process lock and relies on SQLite's own locking,
+    /// waiting up to [`SQLITE_BUSY_TIMEOUT`] for the gateway's writer. Close it promptly.
+    pub async fn open_for_command(location: &StoreLocation) -> Result<Store, StoreError> {
+        match location {
+            StoreLocation::Sqlite { data_dir } => open_sqlite(location, data_dir, false).await,
             StoreLocation::Postgres { url } => open_postgres(location, url).await,
         }
     }
@@ -104,11 +114,19 @@ impl Store {
     }
 }
 
-async fn open_sqlite(location: &StoreLocation, data_dir: &Path) -> Result<Store, StoreError> {
+async fn open_sqlite(
+    location: &StoreLocation,
+    data_dir: &Path,
+    take_process_lock: bool,
+) -> Result<Store, StoreError> {
     std::fs::create_dir_all(data_dir).map_err(|e| unwritable(data_dir, &e))?;
     probe_writable(data_dir)?;
     let file = data_dir.join(crate::SQLITE_FILE_NAME);
-    let lock = ProcessLock::acquire(data_dir, &file)?;
+    let lock = if take_process_lock {
+        Some(ProcessLock::acquire(data_dir, &file)?)
+    } else {
+        None
+    };
     let options = SqliteConnectOptions::new()
         .filename(&file)
         .create_if_missing(true)
@@ -145,7 +163,7 @@ async fn open_sqlite(location: &StoreLocation, data_dir: &Path) -> Result<Store,
         pools: Pools::Sqlite { writer, readers },
         location: location.clone(),
         scrub: Vec::new(),
-        _lock: Some(lock),
+        _lock: lock,
     })
 }
 

@@ -7,8 +7,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use manifold_store::{
-    ApiKeyRecord, AuditEvent, MAX_AUDIT_PAGE, Store, StoreError, StoreLocation, latest_version,
-    migrator_for,
+    ApiKeyRecord, AuditEvent, MAX_API_KEY_GRANTS, MAX_AUDIT_PAGE, Store, StoreError, StoreLocation,
+    latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -83,6 +83,8 @@ fn key(id: &str) -> ApiKeyRecord {
         key_sha256: format!("{id:0>64}"),
         created_at_ms: 1_700_000_000_000,
         revoked_at_ms: None,
+        scopes: vec!["mcp".to_owned(), "tools:read".to_owned()],
+        groups: vec!["ops team".to_owned()],
     }
 }
 
@@ -284,11 +286,76 @@ macro_rules! on_both_backends {
     };
 }
 
+/// What a key grants survives the round trip, bounded; one active key per name, as the key file had.
+async fn api_keys_keep_grants_and_one_active_name(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let keys = store.api_keys();
+    keys.insert(&key("a")).await.unwrap();
+    let same_name = ApiKeyRecord {
+        name: key("a").name,
+        ..key("b")
+    };
+    let refused = keys.insert(&same_name).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::AlreadyExists { .. }),
+        "{refused}"
+    );
+    assert!(keys.revoke("a", 7).await.unwrap());
+    keys.insert(&same_name).await.unwrap();
+    let listed = keys.list().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed
+            .iter()
+            .all(|k| k.scopes == key("a").scopes && k.groups == ["ops team"])
+    );
+    let too_many = ApiKeyRecord {
+        scopes: vec!["s".to_owned(); MAX_API_KEY_GRANTS + 1],
+        ..key("c")
+    };
+    let refused = keys.insert(&too_many).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::Invalid {
+                field: "scopes",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    store.close().await;
+}
+
 on_both_backends!(
     migrates_from_empty,
     newer_schema_is_refused,
-    concurrent_writes_all_land
+    concurrent_writes_all_land,
+    api_keys_keep_grants_and_one_active_name
 );
+
+/// A short command (`manifold keys`) writes beside a gateway holding the SQLite store, and the
+/// gateway reads what it wrote; a second full open is still refused.
+#[tokio::test]
+async fn sqlite_command_opens_beside_the_holder() {
+    let backend = Backend::sqlite();
+    let location = backend.location();
+    let held = Store::open(&location).await.unwrap();
+    let refused = Store::open(&location).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::HeldByAnotherProcess { .. }),
+        "{refused}"
+    );
+    let command = Store::open_for_command(&location).await.unwrap();
+    command
+        .api_keys()
+        .insert(&key("from-command"))
+        .await
+        .unwrap();
+    command.close().await;
+    assert_eq!(held.api_keys().list().await.unwrap(), [key("from-command")]);
+    held.close().await;
+}
 
 #[tokio::test]
 async fn sqlite_corrupt_file_is_refused_naming_it() {
