@@ -124,6 +124,20 @@ fn take(held: &Held, candidate: &str) {
             held.used.lock().unwrap().push(state.clone());
             *state = held.calls.hold(call);
         }
+        // The held call outlived HELD_CALL_TTL (runs are longer): gone, as it must be; hold another.
+        Err(StateError::Gone) if candidate == *state => {
+            let call = held
+                .runtime
+                .block_on(held._connection.request(
+                    "ping",
+                    None,
+                    CallOptions::with_timeout(Duration::from_secs(3600)),
+                ))
+                .unwrap();
+            let _inside = held.runtime.enter();
+            held.used.lock().unwrap().push(state.clone());
+            *state = held.calls.hold(held_call(call));
+        }
         Err(StateError::Gone) => assert!(
             held.used.lock().unwrap().iter().any(|u| u == candidate),
             "{candidate:?} passed authentication but was never issued"
