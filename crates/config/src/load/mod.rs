@@ -7,6 +7,7 @@ pub(crate) mod lifecycle;
 mod reader;
 pub(crate) mod retry_policy;
 mod rules;
+mod sandbox;
 mod servers;
 pub(crate) mod store;
 pub(crate) mod telemetry;
@@ -33,6 +34,7 @@ const TOP_KEYS: &[&str] = &[
     "auth",
     "telemetry",
     "store",
+    "sandbox",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -88,7 +90,8 @@ pub(crate) fn load_text(
     let mut reader = Reader::new(origin, text, env, base_dir);
     reader.check_keys("", root, TOP_KEYS, &top_level_hints());
     let gateway = gateway::read_gateway(&mut reader, root.get("gateway"));
-    let servers = servers::read_servers(&mut reader, root.get("servers"), &gateway);
+    let mut servers = servers::read_servers(&mut reader, root.get("servers"), &gateway);
+    sandbox::apply_sandboxes(&mut reader, root, &gateway, &mut servers);
     let rules = rules::read_rules(&mut reader, root.get("rules"), &servers);
     let rate_limits = rules::read_rate_limits(&mut reader, root.get("rate_limits"));
     let auth = auth::read_auth(&mut reader, root.get("auth"));

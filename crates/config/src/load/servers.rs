@@ -42,6 +42,8 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "prefix",
     "tools",
     "startup",
+    // Read by load/sandbox.rs.
+    "sandbox",
     // Read by load/upstream_credentials.rs.
     "oauth",
     "token_passthrough",
@@ -615,6 +617,7 @@ fn build_stdio(reader: &mut Reader<'_>, path: &str, f: KindFields) -> Option<Ser
             env_allow,
             cwd,
             max_line: None,
+            sandbox: Default::default(),
         },
         scope: f.scope.unwrap_or_default(),
         interpolated,

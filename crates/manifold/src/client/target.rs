@@ -44,6 +44,7 @@ pub fn resolve(args: &TargetArgs, names_wanted: usize, usage: &str) -> Result<Re
             env_allow: None,
             cwd: args.cwd.clone(),
             max_line: None,
+            sandbox: Default::default(),
         };
         (Target::Stdio(spec), command, args.positional.clone())
     } else {

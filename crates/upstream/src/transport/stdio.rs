@@ -4,6 +4,9 @@
 //! process group so that its whole tree can be signalled, with stderr read into the log under the
 //! server's name and never mixed into the protocol stream. Shutdown escalates from closing stdin to
 //! SIGTERM to SIGKILL of the group, and always reaps.
+//!
+//! With a sandbox (`StdioSandbox::On`) the child is spawned through the `manifold-sandbox-exec`
+//! launcher beside the running binary, and what each control really enforced is logged at start.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -62,6 +65,20 @@ pub struct StdioSpec {
     pub cwd: Option<PathBuf>,
     /// Longest stdout line accepted; `None` means the wire default.
     pub max_line: Option<usize>,
+    /// Whether the child runs inside a kernel sandbox.
+    pub sandbox: StdioSandbox,
+}
+
+/// A stdio server's sandbox choice. Unset means off in this release.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum StdioSandbox {
+    /// No `profile` anywhere: unsandboxed, silently (the default of this release).
+    #[default]
+    Unset,
+    /// `profile = "off"` written: unsandboxed, with a warning at every start.
+    Off,
+    /// Spawned through the launcher with this spec (paths resolved, dirs under `data_dir`).
+    On(Box<manifold_sandbox::SandboxSpec>),
 }
 
 impl std::fmt::Debug for StdioSpec {
@@ -81,6 +98,7 @@ impl std::fmt::Debug for StdioSpec {
             .field("env_allow", &self.env_allow)
             .field("cwd", &self.cwd)
             .field("max_line", &self.max_line)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -92,6 +110,8 @@ pub struct StdioTransport {
     pid: Option<u32>,
     writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     child: tokio::sync::Mutex<Option<Child>>,
+    /// Held for the child's life: its drop kills whatever the sandboxed server left behind.
+    _cgroup: Option<manifold_sandbox::cgroup::Cgroup>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     closed: AtomicBool,
 }
@@ -107,33 +127,27 @@ pub fn spawn(
     server: &str,
     spec: &StdioSpec,
 ) -> Result<(Arc<StdioTransport>, mpsc::Receiver<Inbound>), UpstreamError> {
-    let mut cmd = Command::new(&spec.command);
-    cmd.args(&spec.args)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let allow: Vec<String> = spec
-        .env_allow
-        .clone()
-        .unwrap_or_else(|| DEFAULT_ENV_ALLOW.iter().map(|s| (*s).to_owned()).collect());
-    for name in &allow {
-        if let Some(v) = std::env::var_os(name) {
-            cmd.env(name, v);
+    let mut cmd = std::process::Command::new(&spec.command);
+    cmd.args(&spec.args);
+    configure(&mut cmd, spec);
+    let (mut child, cgroup) = match &spec.sandbox {
+        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox)?,
+        StdioSandbox::Off | StdioSandbox::Unset => {
+            if spec.sandbox == StdioSandbox::Off {
+                tracing::warn!(
+                    server,
+                    "sandbox profile is \"off\": the server runs with the gateway's full access to files and network; remove `profile = \"off\"` or set profile = \"strict\""
+                );
+            }
+            let child = tokio_command(cmd)
+                .spawn()
+                .map_err(|e| UpstreamError::Spawn {
+                    server: server.to_owned(),
+                    reason: format!("{}: {e}", spec.command),
+                })?;
+            (child, None)
         }
-    }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    if let Some(dir) = &spec.cwd {
-        cmd.current_dir(dir);
-    }
-    let mut child = cmd.spawn().map_err(|e| UpstreamError::Spawn {
-        server: server.to_owned(),
-        reason: format!("{}: {e}", spec.command),
-    })?;
+    };
     let pid = child.id();
     let missing = |what: &str| UpstreamError::Spawn {
         server: server.to_owned(),
@@ -152,6 +166,7 @@ pub fn spawn(
         pid,
         writer: Mutex::new(Some(writer_tx)),
         child: tokio::sync::Mutex::new(Some(child)),
+        _cgroup: cgroup,
         stderr_tail: Arc::clone(&stderr_tail),
         closed: AtomicBool::new(false),
     });
@@ -167,6 +182,64 @@ pub fn spawn(
     ));
     tracing::debug!(server, pid, command = %spec.command, "started stdio server");
     Ok((transport, inbound_rx))
+}
+
+/// Environment and pipes, shared by the plain and the sandboxed spawn (the sandbox owns
+/// the working directory: `/workspace`).
+fn configure(cmd: &mut std::process::Command, spec: &StdioSpec) {
+    use std::os::unix::process::CommandExt;
+    cmd.env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let allow: Vec<String> = spec
+        .env_allow
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ENV_ALLOW.iter().map(|s| (*s).to_owned()).collect());
+    for name in &allow {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    if let (Some(dir), StdioSandbox::Off | StdioSandbox::Unset) = (&spec.cwd, &spec.sandbox) {
+        cmd.current_dir(dir);
+    }
+}
+
+fn tokio_command(cmd: std::process::Command) -> Command {
+    let mut cmd = Command::from(cmd);
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+/// Spawns through the launcher beside the running binary and logs each control's enforcement.
+/// Blocks this worker for the launcher's report (milliseconds): the launcher's PDEATHSIG follows
+/// the spawning thread, so it must be a long-lived runtime thread, not a `spawn_blocking` one.
+fn spawn_sandboxed(
+    server: &str,
+    spec: &StdioSpec,
+    sandbox: &manifold_sandbox::SandboxSpec,
+) -> Result<(Child, Option<manifold_sandbox::cgroup::Cgroup>), UpstreamError> {
+    let failed = |e: manifold_sandbox::SandboxError| UpstreamError::Spawn {
+        server: server.to_owned(),
+        reason: format!("sandbox: {e}"),
+    };
+    let launcher = manifold_sandbox::default_launcher().map_err(failed)?;
+    let mut sandboxed =
+        manifold_sandbox::SandboxedCommand::new(&launcher, sandbox, &spec.command, &spec.args)
+            .map_err(failed)?;
+    configure(sandboxed.command_mut(), spec);
+    let started = sandboxed
+        .spawn_with(|cmd| tokio_command(cmd).spawn())
+        .map_err(failed)?;
+    for e in &started.report.enforcements {
+        tracing::info!(server, control = ?e.control, state = ?e.state, detail = %e.detail, "sandbox control");
+    }
+    Ok((started.child, started.cgroup))
 }
 
 async fn write_stdin(mut stdin: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<Vec<u8>>) {

@@ -1,0 +1,193 @@
+//! The `[sandbox]` and `[servers.NAME.sandbox]` tables: defaults, merging, and each refusal with
+//! the place and message a user sees.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use manifold_config::{Config, FixedEnvironment, ServerKind};
+use manifold_sandbox::{Control, Network, SandboxSpec};
+use manifold_upstream::transport::stdio::StdioSandbox;
+
+fn load(text: &str) -> Result<Config, Vec<String>> {
+    let text = format!("[gateway]\ndata_dir = \"/var/lib/mf\"\n{text}");
+    let env = FixedEnvironment::new().with_var("HOME", "/home/ada");
+    Config::from_str_with(&text, "m.toml", Some(Path::new("/etc/manifold")), &env)
+        .map_err(|e| e.iter().map(|e| e.render()).collect())
+}
+
+fn sandbox_of(config: &Config, name: &str) -> StdioSandbox {
+    match &config.server(name).unwrap().kind {
+        ServerKind::Stdio { spec, .. } => spec.sandbox.clone(),
+        ServerKind::Http { .. } => panic!("{name} is not stdio"),
+    }
+}
+
+fn spec_of(config: &Config, name: &str) -> SandboxSpec {
+    match sandbox_of(config, name) {
+        StdioSandbox::On(spec) => *spec,
+        other => panic!("{name} is not sandboxed: {other:?}"),
+    }
+}
+
+const TWO: &str =
+    "\n[servers.a]\ncommand = \"/bin/true\"\n\n[servers.b]\ncommand = \"/bin/true\"\n";
+
+#[test]
+fn no_profile_anywhere_leaves_every_server_unsandboxed() {
+    let c = load(TWO).unwrap();
+    assert_eq!(sandbox_of(&c, "a"), StdioSandbox::Unset);
+    assert_eq!(sandbox_of(&c, "b"), StdioSandbox::Unset);
+}
+
+#[test]
+fn strict_uses_the_sandbox_defaults_with_dirs_under_data_dir() {
+    let c =
+        load("\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strict\"\n")
+            .unwrap();
+    let got = spec_of(&c, "a");
+    let dirs = PathBuf::from("/var/lib/mf/sandbox/a");
+    let want = SandboxSpec::new(
+        dirs.join("workspace"),
+        dirs.join("output"),
+        dirs.join("home"),
+    );
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_explicit_off_is_kept_apart_from_unset() {
+    let c = load(&format!(
+        "[sandbox]\nprofile = \"strict\"\n{TWO}[servers.b.sandbox]\nprofile = \"off\"\n"
+    ))
+    .unwrap();
+    assert!(matches!(sandbox_of(&c, "a"), StdioSandbox::On(_)));
+    assert_eq!(sandbox_of(&c, "b"), StdioSandbox::Off);
+}
+
+#[test]
+fn server_keys_override_the_defaults_and_read_only_lists_add_up() {
+    let c = load(&format!(
+        "[sandbox]\nprofile = \"strict\"\nmemory = \"2GiB\"\npids = 100\nread_only = [\"/opt/node\"]\n\
+         {TWO}[servers.b.sandbox]\nprofile = \"network\"\nworkspace = \"notes\"\nread_only = [\"/srv/venv\"]\n\
+         tmp_size = \"8M\"\npids = 64\ncpu = 0.5\nfile_size = 4194304\nopen_files = 512\nseccomp = false\n\
+         require = [\"filesystem\", \"memory\"]\n"
+    ))
+    .unwrap();
+    let a = spec_of(&c, "a");
+    assert_eq!((a.memory, a.pids, a.network), (2 << 30, 100, Network::None));
+    assert_eq!(a.read_only, vec![PathBuf::from("/opt/node")]);
+    let b = spec_of(&c, "b");
+    assert_eq!(b.workspace, PathBuf::from("/etc/manifold/notes"));
+    assert_eq!(
+        b.read_only,
+        vec![PathBuf::from("/opt/node"), PathBuf::from("/srv/venv")]
+    );
+    assert_eq!(
+        (
+            b.tmp_size,
+            b.memory,
+            b.pids,
+            b.cpu_millis,
+            b.file_size,
+            b.open_files,
+            b.seccomp
+        ),
+        (8 << 20, 2 << 30, 64, 500, 4 << 20, 512, false)
+    );
+    assert_eq!(b.network, Network::Host);
+    assert_eq!(b.require, vec![Control::Filesystem, Control::Memory]);
+}
+
+#[test]
+fn host_network_does_not_require_the_network_control_by_default() {
+    let c = load("\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strict\"\nnetwork = \"host\"\n")
+        .unwrap();
+    let a = spec_of(&c, "a");
+    assert_eq!(
+        (a.network, a.require),
+        (Network::Host, vec![Control::Filesystem])
+    );
+}
+
+#[test]
+fn loopback_allow_and_allow_hosts_are_refused_as_not_yet_built() {
+    let errors = load(
+        "\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strict\"\nnetwork = \"allow\"\nallow_hosts = [\"example.com\"]\n",
+    )
+    .unwrap_err();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("m.toml:8:11: error: servers.a.sandbox.network = \"allow\": is not yet supported: the allow-list proxy is not built"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].starts_with("m.toml:9:15: error: servers.a.sandbox.allow_hosts"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn unknown_keys_words_and_controls_get_did_you_mean() {
+    let errors = load(
+        "\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strikt\"\nmemroy = 1\nrequire = [\"seccom\"]\n",
+    )
+    .unwrap_err();
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(errors[0].contains("m.toml:7:11: error: servers.a.sandbox.profile = \"strikt\": is not one of strict, network, off") && errors[0].contains("did you mean \"strict\"?"), "{errors:#?}");
+    assert!(
+        errors[1].contains("m.toml:8:1: error: servers.a.sandbox.memroy: unknown key")
+            && errors[1].contains("did you mean \"memory\"?"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2].contains("servers.a.sandbox.require[0] = \"seccom\": is not a sandbox control")
+            && errors[2].contains("did you mean \"seccomp\"?"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn out_of_range_limits_and_gateway_wide_dirs_are_refused_at_their_place() {
+    let errors = load(
+        "[sandbox]\nworkspace = \"/w\"\nmemory = \"1M\"\npids = 1\ncpu = \"2\"\ntmp_size = \"5TB\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+    assert!(
+        errors[0]
+            .contains("m.toml:4:13: error: sandbox.workspace = \"/w\": is one server's own dir"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1]
+            .contains("sandbox.memory = \"1M\": is below the smallest allowed (33554432 bytes)"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2].contains("sandbox.pids = 1: is outside 8..=65536"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[3].contains(
+            "sandbox.cpu = \"2\": is not a valid value; write CPUs as a number without quotes"
+        ),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[4].contains("sandbox.tmp_size = \"5TB\": is not a valid value"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_sandbox_on_an_http_server_is_refused() {
+    let errors = load(
+        "\n[servers.a]\nurl = \"https://mcp.example.com/mcp\"\n[servers.a.sandbox]\nprofile = \"strict\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].contains("servers.a.sandbox: is set on an HTTP server"),
+        "{errors:#?}"
+    );
+}
