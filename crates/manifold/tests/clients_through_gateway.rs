@@ -744,7 +744,9 @@ fn assert_lists(label: &str, report: &Value) {
             "python__add",
             "python__slow",
             "python__ask_name",
-            "python__summarize"
+            "python__summarize",
+            "python__list_roots",
+            "python__open_link"
         ],
         "{label}"
     );

@@ -94,7 +94,15 @@ async fn python_serves_every_primitive(via: Python, era: EraChoice) {
 
     assert_eq!(
         names(&conn, ListKind::Tools).await,
-        ["echo", "add", "slow", "ask_name", "summarize"]
+        [
+            "echo",
+            "add",
+            "slow",
+            "ask_name",
+            "summarize",
+            "list_roots",
+            "open_link"
+        ]
     );
     assert_eq!(
         text_of(&call_tool(&conn, "echo", json!({ "message": "hi" })).await),
@@ -333,6 +341,8 @@ struct SmallPeer {
     server_name: &'static str,
     resource: &'static str,
     resource_text: &'static str,
+    /// Its tools, sorted.
+    tools: &'static [&'static str],
 }
 
 const TS_V2: SmallPeer = SmallPeer {
@@ -340,6 +350,15 @@ const TS_V2: SmallPeer = SmallPeer {
     server_name: "manifold-ts-v2-peer",
     resource: "test://ts/hello",
     resource_text: "Hello from the TS v2 peer",
+    tools: &[
+        "add",
+        "ask_name",
+        "echo",
+        "list_roots",
+        "open_link",
+        "push_summarize",
+        "summarize",
+    ],
 };
 
 const RMCP: SmallPeer = SmallPeer {
@@ -347,6 +366,7 @@ const RMCP: SmallPeer = SmallPeer {
     server_name: "manifold-rmcp-peer",
     resource: "test://rmcp/hello",
     resource_text: "Hello from the rmcp peer",
+    tools: &["add", "echo"],
 };
 
 async fn small_peer_serves_every_primitive(peer: &SmallPeer, target: &Target, era: EraChoice) {
@@ -362,7 +382,7 @@ async fn small_peer_serves_every_primitive(peer: &SmallPeer, target: &Target, er
 
     let mut tools = names(&conn, ListKind::Tools).await;
     tools.sort();
-    assert_eq!(tools, ["add", "echo"]);
+    assert_eq!(tools, peer.tools);
     assert_eq!(
         text_of(&call_tool(&conn, "echo", json!({ "message": "héllo" })).await),
         "héllo"
