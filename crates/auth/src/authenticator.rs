@@ -2,16 +2,15 @@
 //! key store or the token validator by the token's shape; and, for a refusal, the exact status
 //! and `WWW-Authenticate` challenge RFC 6750, RFC 9728 and the MCP authorization spec ask for.
 
-use std::path::Path;
-
 use manifold_config::AuthSettings;
 
-use crate::api_keys::{ApiKeyStore, VerifyError};
+use crate::api_keys::VerifyError;
 use crate::bearer::{Presented, bearer_token, classify};
 use crate::error::{AuthError, SetupError, TokenProblem};
 use crate::identity::Identity;
 use crate::jwks::{KeySource, fetchable_url};
 use crate::jwt::{JwtSettings, JwtValidator, parse_algorithms};
+use crate::key_repository::ApiKeys;
 use crate::metadata::{ProtectedResourceMetadata, metadata_url};
 
 /// The realm named in every challenge.
@@ -30,7 +29,7 @@ pub struct Challenge {
 /// Authenticates requests with API keys, access tokens, or both.
 #[derive(Debug)]
 pub struct Authenticator {
-    api_keys: Option<ApiKeyStore>,
+    api_keys: Option<ApiKeys>,
     jwt: Option<JwtValidator>,
     metadata: Option<ProtectedResourceMetadata>,
     metadata_url: Option<String>,
@@ -54,7 +53,7 @@ impl Authenticator {
     /// An authenticator from its parts. `resource_url` is the public URL of `/mcp`; with OAuth
     /// it is required (it names the resource in the metadata).
     pub fn new(
-        api_keys: Option<ApiKeyStore>,
+        api_keys: Option<ApiKeys>,
         jwt: Option<JwtValidator>,
         resource_url: Option<&str>,
     ) -> Result<Authenticator, SetupError> {
@@ -85,16 +84,17 @@ impl Authenticator {
     }
 
     /// The authenticator a configuration asks for; `None` when authentication is off.
-    /// `default_resource_url` is used when `[auth] resource_url` is not written.
+    /// `default_resource_url` is used when `[auth] resource_url` is not written; `api_keys` is
+    /// where the keys live, used when `[auth] api_keys = true`.
     pub fn from_config(
         auth: &AuthSettings,
-        data_dir: &Path,
+        api_keys: impl FnOnce() -> ApiKeys,
         default_resource_url: Option<&str>,
     ) -> Result<Option<Authenticator>, SetupError> {
         if !auth.enabled() {
             return Ok(None);
         }
-        let api_keys = auth.api_keys.then(|| ApiKeyStore::in_dir(data_dir));
+        let api_keys = auth.api_keys.then(api_keys);
         let resource = auth.resource_url.as_deref().or(default_resource_url);
         let jwt = match &auth.oauth {
             None => None,
@@ -125,7 +125,7 @@ impl Authenticator {
         Authenticator::new(api_keys, jwt, resource).map(Some)
     }
 
-    pub fn api_keys(&self) -> Option<&ApiKeyStore> {
+    pub fn api_keys(&self) -> Option<&ApiKeys> {
         self.api_keys.as_ref()
     }
 
@@ -147,7 +147,7 @@ impl Authenticator {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(store) = &self.api_keys {
-            parts.push(format!("API keys from {}", store.path().display()));
+            parts.push(format!("API keys from {}", store.describe()));
         }
         if let Some(jwt) = &self.jwt {
             let s = jwt.settings();
@@ -165,12 +165,12 @@ impl Authenticator {
         match classify(&token)? {
             Presented::ApiKey(key) => {
                 let store = self.api_keys.as_ref().ok_or(TokenProblem::ApiKeysOff)?;
-                store.verify(key).map_err(|e| match e {
+                store.verify(key).await.map_err(|e| match e {
                     VerifyError::Refused(p) => AuthError::InvalidToken(p),
                     VerifyError::Store(e) => {
-                        tracing::error!(error = %e, "the API key file is unusable; every API key is refused until it is fixed");
+                        tracing::error!(error = %e, "the API key store is unusable; every API key is refused until it is fixed");
                         AuthError::Unavailable(
-                            "Manifold cannot read its API key file; ask its operator to check the gateway's log".to_owned(),
+                            "Manifold cannot read its API keys; ask its operator to check the gateway's log".to_owned(),
                         )
                     }
                 })
@@ -232,8 +232,8 @@ mod tests {
     use super::*;
 
     fn keys_only() -> Authenticator {
-        let dir = std::env::temp_dir().join(format!("manifold-auth-authn-{}", std::process::id()));
-        Authenticator::new(Some(ApiKeyStore::in_dir(&dir)), None, None).unwrap()
+        let repository = std::sync::Arc::new(crate::key_repository::tests::InMemory::default());
+        Authenticator::new(Some(ApiKeys::new(repository)), None, None).unwrap()
     }
 
     #[test]

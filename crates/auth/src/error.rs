@@ -116,6 +116,9 @@ pub enum KeyStoreError {
     NoSuchKey(String),
     #[error("the system's random number generator failed: {0}")]
     Random(String),
+    /// The store holding the keys failed; its message says where and what to do.
+    #[error("{0}")]
+    Store(String),
 }
 
 /// Why authentication could not be set up from the configuration.

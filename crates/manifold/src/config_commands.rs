@@ -18,8 +18,8 @@ pub fn config_path(given: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// `manifold check [CONFIG]`.
-pub fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
+/// `manifold check [CONFIG]`: the report, and what an import of an old `api-keys.json` did.
+pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
     let Some(path) = config_path(given) else {
         return Err(CliError::with_hint(
             format!("no configuration given and no {DEFAULT_CONFIG} in this directory"),
@@ -32,6 +32,7 @@ pub fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
             if !report.ends_with('\n') {
                 println!();
             }
+            import_old_keys(&path).await?;
             Ok(Outcome::Success)
         }
         Err(errors) => Err(CliError::usage(format!(
@@ -39,6 +40,35 @@ pub fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
             path.display()
         ))),
     }
+}
+
+/// Imports the data dir's old `api-keys.json` into the store, if there is one (the store is not
+/// opened, or created, otherwise), and says on stdout what was imported.
+async fn import_old_keys(path: &Path) -> Result<(), CliError> {
+    let config = crate::keys::load_config(Some(path))?;
+    let file = manifold_auth::ApiKeyFile::in_dir(&config.gateway.data_dir);
+    if !file.exists() {
+        return Ok(());
+    }
+    let store = crate::key_store::open_for_command(&config).await?;
+    let keys = crate::key_store::api_keys(&store);
+    let imported = keys.import(&file).await;
+    drop(keys);
+    crate::key_store::close(store).await;
+    match imported {
+        Ok(Some(report)) => println!("{}", crate::key_store::describe_import(&file, &report)),
+        Ok(None) => {}
+        Err(e) => {
+            return Err(CliError::with_hint(
+                format!(
+                    "could not import the API keys of {}: {e}",
+                    file.path().display()
+                ),
+                "fix or move the file away, then run manifold check again; nothing was renamed",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `manifold import FILE`.

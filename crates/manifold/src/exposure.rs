@@ -70,16 +70,17 @@ fn listen_url(listen: SocketAddr) -> Option<String> {
 }
 
 /// The authenticator the configuration asks for, after checking the listen rule; logs what is
-/// accepted, or the warning when authentication is off on purpose.
+/// accepted, or the warning when authentication is off on purpose. API keys are read from `store`.
 pub fn authenticator_for(
     config: &Config,
     listen: SocketAddr,
     insecure_flag: bool,
+    store: &Arc<manifold_store::Store>,
 ) -> Result<Option<Arc<Authenticator>>, CliError> {
     let insecure = insecure_flag || config.auth.insecure_no_auth;
     let authenticator = Authenticator::from_config(
         &config.auth,
-        &config.gateway.data_dir,
+        || crate::key_store::api_keys(store),
         listen_url(listen).as_deref(),
     )
     .map_err(|e| CliError::usage(format!("cannot set up authentication: {e}")))?;

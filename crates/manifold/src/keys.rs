@@ -1,17 +1,19 @@
 //! `manifold keys create|list|revoke`: the operator's side of API keys.
 //!
-//! Keys live in `api-keys.json` in the data directory (the one `serve` uses, from the same
-//! configuration), as digests only: `create` prints the key once on stdout, for a script or a
-//! password manager, and it cannot be shown again. A running gateway sees a new or revoked key
-//! on the next request that presents it; no restart is needed.
+//! Keys live in Manifold's store (the one `serve` uses, from the same configuration: SQLite in
+//! the data directory, or PostgreSQL), as digests only: `create` prints the key once on stdout,
+//! for a script or a password manager, and it cannot be shown again. A running gateway sees a
+//! new key at once and a revoked one within `KEY_REFRESH_INTERVAL`; no restart is needed. These
+//! commands open the store briefly, beside a running gateway (see `key_store`).
 
 use std::path::Path;
 
 use clap::Subcommand;
-use manifold_auth::{ApiKeyStore, KeyRecord, KeyStoreError};
+use manifold_auth::{ApiKeys, KeyRecord, KeyStoreError};
 use manifold_config::Config;
 
 use crate::config_commands::config_path;
+use crate::key_store;
 use crate::report::{CliError, Outcome};
 use crate::timestamps::utc_rfc3339;
 
@@ -50,21 +52,35 @@ pub enum KeysAction {
 }
 
 /// `manifold keys ...`.
-pub fn run(action: &KeysAction) -> Result<Outcome, CliError> {
-    match action {
-        KeysAction::Create {
-            name,
-            scopes,
-            groups,
-            config,
-        } => create(config.as_deref(), name, scopes, groups),
-        KeysAction::List { config, json } => list(config.as_deref(), *json),
-        KeysAction::Revoke { name, config } => revoke(config.as_deref(), name),
-    }
+pub async fn run(action: &KeysAction) -> Result<Outcome, CliError> {
+    let given = match action {
+        KeysAction::Create { config, .. }
+        | KeysAction::List { config, .. }
+        | KeysAction::Revoke { config, .. } => config.as_deref(),
+    };
+    let config = load_config(given)?;
+    let store = key_store::open_for_command(&config).await?;
+    let keys = key_store::api_keys(&store);
+    let outcome = match key_store::import_old_file(&config, &keys).await {
+        Err(e) => Err(e),
+        Ok(_) => match action {
+            KeysAction::Create {
+                name,
+                scopes,
+                groups,
+                ..
+            } => create(&config, &keys, name, scopes, groups).await,
+            KeysAction::List { json, .. } => list(&keys, *json).await,
+            KeysAction::Revoke { name, .. } => revoke(&keys, name).await,
+        },
+    };
+    drop(keys);
+    key_store::close(store).await;
+    outcome
 }
 
 /// The configuration whose data directory holds the keys (built-in defaults without a file).
-fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
+pub(crate) fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
     match config_path(given) {
         Some(path) => Config::load(&path).map_err(|errors| {
             CliError::usage(format!("{} is not valid:\n{errors}", path.display()))
@@ -79,28 +95,32 @@ fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
 
 fn store_error(e: KeyStoreError) -> CliError {
     match e {
-        KeyStoreError::Io { .. } | KeyStoreError::Corrupt { .. } => CliError::with_hint(
-            e.to_string(),
-            "API keys live in gateway.data_dir; check that it is the directory the gateway uses and that it is writable",
-        ),
+        KeyStoreError::Io { .. } | KeyStoreError::Corrupt { .. } | KeyStoreError::Store(_) => {
+            CliError::with_hint(
+                e.to_string(),
+                "API keys live in the store ([store] url, or store.sqlite in gateway.data_dir); check that it is the one the gateway uses and that it is writable",
+            )
+        }
         other => CliError::usage(other.to_string()),
     }
 }
 
-fn create(
-    config: Option<&Path>,
+async fn create(
+    config: &Config,
+    keys: &ApiKeys,
     name: &str,
     scopes: &[String],
     groups: &[String],
 ) -> Result<Outcome, CliError> {
-    let config = load_config(config)?;
-    let store = ApiKeyStore::in_dir(&config.gateway.data_dir);
-    let new = store.create(name, scopes, groups).map_err(store_error)?;
+    let new = keys
+        .create(name, scopes, groups)
+        .await
+        .map_err(store_error)?;
     eprintln!(
         "Created API key {:?} (id {}) in {}.",
         new.record.name,
         new.record.id,
-        store.path().display()
+        keys.describe()
     );
     eprintln!(
         "It is shown once, below: store it now. Clients send it as `Authorization: Bearer <key>`."
@@ -116,20 +136,16 @@ fn create(
     Ok(Outcome::Success)
 }
 
-fn revoke(config: Option<&Path>, name: &str) -> Result<Outcome, CliError> {
-    let config = load_config(config)?;
-    let store = ApiKeyStore::in_dir(&config.gateway.data_dir);
-    let revoked = store.revoke(name).map_err(store_error)?;
+async fn revoke(keys: &ApiKeys, name: &str) -> Result<Outcome, CliError> {
+    let revoked = keys.revoke(name).await.map_err(store_error)?;
     for r in &revoked {
         eprintln!("Revoked API key {:?} (id {}).", r.name, r.id);
     }
     Ok(Outcome::Success)
 }
 
-fn list(config: Option<&Path>, json: bool) -> Result<Outcome, CliError> {
-    let config = load_config(config)?;
-    let store = ApiKeyStore::in_dir(&config.gateway.data_dir);
-    let keys = store.list().map_err(store_error)?;
+async fn list(store: &ApiKeys, json: bool) -> Result<Outcome, CliError> {
+    let keys = store.list().await.map_err(store_error)?;
     if json {
         let records: Vec<serde_json::Value> = keys.iter().map(record_json).collect();
         println!("{}", serde_json::Value::Array(records));
@@ -138,7 +154,7 @@ fn list(config: Option<&Path>, json: bool) -> Result<Outcome, CliError> {
     if keys.is_empty() {
         eprintln!(
             "No API keys in {}; make one with `manifold keys create NAME`.",
-            store.path().display()
+            store.describe()
         );
         return Ok(Outcome::Success);
     }

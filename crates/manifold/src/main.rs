@@ -8,6 +8,7 @@ mod client;
 mod config_commands;
 mod exposure;
 mod gateway_config;
+mod key_store;
 mod keys;
 mod login;
 mod pins_commands;
@@ -77,9 +78,9 @@ fn main() -> ExitCode {
                 listen,
                 insecure_no_auth,
             } => serve::serve(config.as_deref(), *listen, *insecure_no_auth).await,
-            Command::Keys { action } => keys::run(action),
+            Command::Keys { action } => keys::run(action).await,
             Command::Stdio { config } => serve::stdio(config.as_deref()).await,
-            Command::Check { config } => config_commands::check(config.as_deref()),
+            Command::Check { config } => config_commands::check(config.as_deref()).await,
             Command::Import { file } => config_commands::import(file),
             Command::Login { server, config } => login::login(config.as_deref(), server).await,
             Command::Pins { action } => pins_commands::run(action),

@@ -104,8 +104,11 @@ pub async fn serve(
 ) -> Result<Outcome, CliError> {
     let (config, source) = load(given)?;
     let listen = listen.unwrap_or(config.gateway.listen);
+    // Held for the gateway's life: on SQLite it also refuses a second gateway on this data_dir.
+    let store = crate::key_store::open_for_gateway(&config).await?;
+    crate::key_store::import_old_file(&config, &crate::key_store::api_keys(&store)).await?;
     // Decided before anything starts: who may reach this address, and how they prove it.
-    let auth = crate::exposure::authenticator_for(&config, listen, insecure_no_auth)?;
+    let auth = crate::exposure::authenticator_for(&config, listen, insecure_no_auth, &store)?;
     let signals = lifecycle::Signals::install()?;
     // Before the first child starts, so that every child is born inside; said once listening.
     let containment = child_cgroup::ChildCgroup::enter();
@@ -152,7 +155,9 @@ pub async fn serve(
         source,
         cgroup,
     };
-    lifecycle::run(running, signals).await
+    let outcome = lifecycle::run(running, signals).await;
+    crate::key_store::close(store).await;
+    outcome
 }
 
 /// `manifold stdio [--config FILE]`.
