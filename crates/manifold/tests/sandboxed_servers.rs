@@ -67,8 +67,9 @@ fn serve(dir: &Path, config: &str) -> Serving {
         .args(["serve", "--config", path.to_str().unwrap()])
         .current_dir(dir)
         .env("XDG_DATA_HOME", dir.join("xdg"))
+        .env("RUST_LOG", "warn,manifold_upstream=info")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -171,7 +172,9 @@ fn a_file_outside_the_workspace_is_refused_sandboxed_and_read_unsandboxed() {
         "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
          [servers.boxed]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
          [servers.boxed.sandbox]\nprofile = \"strict\"\nread_only = [\"{scripts}\"]\n\n\
-         [servers.plain]\ncommand = \"python3\"\nargs = [\"{script}\"]\n",
+         [servers.plain]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\n\
+         [servers.loud]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
+         [servers.loud.sandbox]\nprofile = \"off\"\n",
         data = path_str(&dir.join("data")),
         script = path_str(&script),
         scripts = path_str(&scripts),
@@ -186,5 +189,35 @@ fn a_file_outside_the_workspace_is_refused_sandboxed_and_read_unsandboxed() {
     assert!(
         format!("{out}{err}").contains("refused: No such file or directory"),
         "{out}\n{err}"
+    );
+    // Each control's enforcement is logged at the sandboxed server's start, and an explicit off
+    // is a warning; the server left unset logs neither.
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    let controls: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sandbox control"))
+        .collect();
+    assert!(
+        controls.iter().all(|l| l.contains("boxed")) && controls.len() >= 11,
+        "{log}"
+    );
+    for control in ["Namespaces", "Filesystem", "Network", "Seccomp", "Landlock"] {
+        assert!(
+            controls
+                .iter()
+                .any(|l| l.contains(control) && l.contains("Enforced")),
+            "{control}: {log}"
+        );
+    }
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sandbox profile is \"off\""))
+        .collect();
+    assert!(
+        !warnings.is_empty()
+            && warnings
+                .iter()
+                .all(|l| l.contains("loud") && l.contains("WARN")),
+        "{log}"
     );
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use manifold_sandbox::State;
 use manifold_wire::line::{DEFAULT_MAX_LINE, Frame, LineFramer, encode_line};
 use manifold_wire::{FaultKind, Id, Message, Revision};
 use nix::sys::signal::{Signal, killpg};
@@ -236,8 +237,17 @@ fn spawn_sandboxed(
     let started = sandboxed
         .spawn_with(|cmd| tokio_command(cmd).spawn())
         .map_err(failed)?;
+    // Partial or missing controls are what an operator must see without `-v`; enforced ones and
+    // those the configuration turned off are the expected state.
     for e in &started.report.enforcements {
-        tracing::info!(server, control = ?e.control, state = ?e.state, detail = %e.detail, "sandbox control");
+        match e.state {
+            State::Enforced | State::Off => {
+                tracing::info!(server, control = ?e.control, state = ?e.state, detail = %e.detail, "sandbox control");
+            }
+            State::Partial | State::Missing => {
+                tracing::warn!(server, control = ?e.control, state = ?e.state, detail = %e.detail, "sandbox control");
+            }
+        }
     }
     Ok((started.child, started.cgroup))
 }
