@@ -90,6 +90,12 @@ pub enum Command {
         /// The configuration file (default: ./manifold.toml).
         config: Option<PathBuf>,
     },
+    /// Show what the sandbox would enforce on this host: the kernel probe, a real strict sandbox around /bin/true, and each stdio server's sandbox (exit 1 when a server's `require` is unmet).
+    Doctor {
+        /// The configuration file (default: ./manifold.toml if present, else built-in defaults).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+    },
     /// List or approve pinned tool definitions (a changed definition waits for `pins approve`).
     Pins {
         #[command(subcommand)]

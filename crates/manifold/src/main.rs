@@ -6,6 +6,7 @@
 mod args;
 mod client;
 mod config_commands;
+mod doctor;
 mod exposure;
 mod gateway_config;
 mod key_store;
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
             Command::Keys { action } => keys::run(action).await,
             Command::Stdio { config } => serve::stdio(config.as_deref()).await,
             Command::Check { config } => config_commands::check(config.as_deref()).await,
+            Command::Doctor { config } => doctor::doctor(config.as_deref()),
             Command::Import { file } => config_commands::import(file),
             Command::Login { server, config } => login::login(config.as_deref(), server).await,
             Command::Pins { action } => pins_commands::run(action),
