@@ -4,6 +4,7 @@
 //! byte of the result stays as the upstream wrote it: hidden means unknown, so nothing is put in
 //! its place that would say something was there (docs/security.md, "What a result may name").
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use manifold_wire::elements::array_elements;
@@ -24,15 +25,16 @@ fn named_uri(element: &str) -> Result<Option<String>, PatchError> {
 }
 
 /// `json` without the elements of the array at `path` that name a resource `view` does not let
-/// the caller see (as `server`'s); unchanged when there is no such element or no rule applies.
-pub(crate) fn without_hidden_resources(
-    json: &str,
+/// the caller see (as `server`'s); borrowed, with no copy on the call path, when no rule applies
+/// or nothing is hidden.
+pub(crate) fn without_hidden_resources<'a>(
+    json: &'a str,
     path: &[&str],
     view: &CallerRules<'_>,
     server: &str,
-) -> Result<String, PatchError> {
+) -> Result<Cow<'a, str>, PatchError> {
     if view.is_unrestricted() {
-        return Ok(json.to_owned());
+        return Ok(Cow::Borrowed(json));
     }
     without_elements(json, path, |element| {
         Ok(named_uri(element)?
@@ -42,13 +44,13 @@ pub(crate) fn without_hidden_resources(
 
 /// `json` without the elements of the array at `path` for which `drop` says so, each taken out
 /// with the comma that separated it, so the array stays valid and the rest byte for byte.
-pub(crate) fn without_elements(
-    json: &str,
+pub(crate) fn without_elements<'a>(
+    json: &'a str,
     path: &[&str],
     mut drop: impl FnMut(&str) -> Result<bool, PatchError>,
-) -> Result<String, PatchError> {
+) -> Result<Cow<'a, str>, PatchError> {
     let Some(array) = patch::locate(json, path)? else {
-        return Ok(json.to_owned());
+        return Ok(Cow::Borrowed(json));
     };
     let inner = json.get(array.clone()).unwrap_or_default();
     let spans = array_elements(inner)?;
@@ -62,7 +64,7 @@ pub(crate) fn without_elements(
         }
     }
     if !dropped {
-        return Ok(json.to_owned());
+        return Ok(Cow::Borrowed(json));
     }
     // The kept elements with what stood between each and the one before it (a comma and any
     // whitespace), so that only the dropped elements and their separators go.
@@ -79,7 +81,7 @@ pub(crate) fn without_elements(
     }
     out.push_str(inner.get(close..).unwrap_or_default());
     out.push_str(json.get(array.end..).unwrap_or_default());
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! at once with -32000 (`Upstream::unavailable`); a request the gateway cannot make sense of
 //! (unknown tool, bad cursor) is a JSON-RPC error.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use manifold_upstream::{CallEvent, UpstreamError};
@@ -253,8 +254,11 @@ impl Gateway {
                     })
                     .unwrap_or_else(|_| r.to_owned());
                     // A link the caller could not follow would still name what it may not see.
-                    let linked = without_hidden_resources(&linked, &["content"], &view, &server)
-                        .unwrap_or(linked);
+                    let linked =
+                        match without_hidden_resources(&linked, &["content"], &view, &server) {
+                            Ok(Cow::Owned(filtered)) => filtered,
+                            _ => linked,
+                        };
                     let linked = crate::tasks::expose_in_result(&linked, &server);
                     let capped = crate::truncate::cap_tool_result(&linked, max);
                     if retries == 0 {
@@ -359,7 +363,10 @@ impl Gateway {
                 let policy = self.policy();
                 let view = policy.for_caller(ctx.caller.as_deref());
                 let fixed = fixed.map(|r| {
-                    without_hidden_resources(&r, &["contents"], &view, &server).unwrap_or(r)
+                    match without_hidden_resources(&r, &["contents"], &view, &server) {
+                        Ok(Cow::Owned(filtered)) => filtered,
+                        _ => r,
+                    }
                 });
                 let reading = request.method() == Some("resources/read");
                 let fixed = fixed.map(|r| if reading { with_cache_hints(ctx, r) } else { r });
