@@ -33,6 +33,8 @@ pub struct Config {
     pub retries: crate::load::retry_policy::RetrySettings,
     /// The `[store]` section: SQLite in `data_dir` (default) or a PostgreSQL URL.
     pub store: crate::load::store::StoreSettings,
+    /// The `[audit]` section: the audit trail in the store (on, best effort, by default).
+    pub audit: crate::load::audit::AuditSettings,
     secrets: Vec<Secret>,
 }
 
@@ -54,6 +56,7 @@ impl Config {
             telemetry: crate::load::telemetry::TelemetrySettings::default(),
             retries: crate::load::retry_policy::RetrySettings::default(),
             store: crate::load::store::StoreSettings::default(),
+            audit: crate::load::audit::AuditSettings::default(),
             secrets,
         }
     }

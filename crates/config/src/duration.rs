@@ -36,7 +36,7 @@ impl DurationError {
             ),
             DurationError::UnknownUnit(unit) => (
                 format!("{unit:?} is not a unit of time"),
-                "use ms, s, m or h, e.g. \"500ms\", \"60s\", \"5m\", \"1h\"".to_owned(),
+                "use ms, s, m, h or d, e.g. \"500ms\", \"60s\", \"5m\", \"1h\", \"90d\"".to_owned(),
             ),
             DurationError::Zero => (
                 "must be longer than zero".to_owned(),
@@ -52,6 +52,12 @@ impl DurationError {
 
 /// Parses one or more `<integer><unit>` parts (spaces allowed between them), e.g. `"1m 30s"`.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    parse_duration_up_to(text, MAX_DURATION)
+}
+
+/// [`parse_duration`] with another longest value (retention periods run to years; timeouts and
+/// periods stop at [`MAX_DURATION`]).
+pub fn parse_duration_up_to(text: &str, longest: Duration) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
         return Err(DurationError::NotADuration);
@@ -86,6 +92,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
             "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
             "h" | "hr" | "hrs" | "hour" | "hours" => 3_600_000,
+            "d" | "day" | "days" => 86_400_000,
             _ => return Err(DurationError::UnknownUnit(unit.to_owned())),
         };
         let amount: u128 = digits.parse().map_err(|_| DurationError::TooLong)?;
@@ -93,7 +100,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             .checked_mul(per_unit_ms)
             .and_then(|ms| total_ms.checked_add(ms))
             .ok_or(DurationError::TooLong)?;
-        if total_ms > MAX_DURATION.as_millis() {
+        if total_ms > longest.as_millis() {
             return Err(DurationError::TooLong);
         }
         rest = after.trim_start();
@@ -132,6 +139,7 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
         assert_eq!(parse_duration(" 1m 30s "), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("2 minutes"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("24h"), Ok(MAX_DURATION));
@@ -144,9 +152,14 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Err(DurationError::NotADuration));
         assert_eq!(parse_duration("-5s"), Err(DurationError::NotADuration));
         assert_eq!(parse_duration("60"), Err(DurationError::NoUnit));
+        assert_eq!(parse_duration("3 days"), Err(DurationError::TooLong));
         assert_eq!(
-            parse_duration("3 days"),
-            Err(DurationError::UnknownUnit("days".into()))
+            parse_duration_up_to("3 days", Duration::from_secs(7 * 86_400)),
+            Ok(Duration::from_secs(3 * 86_400))
+        );
+        assert_eq!(
+            parse_duration("3 weeks"),
+            Err(DurationError::UnknownUnit("weeks".into()))
         );
         assert_eq!(parse_duration("0s"), Err(DurationError::Zero));
         assert_eq!(parse_duration("25h"), Err(DurationError::TooLong));

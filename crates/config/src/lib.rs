@@ -33,6 +33,9 @@ pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
 pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
+pub use load::audit::{
+    AuditMode, AuditSettings, DEFAULT_AUDIT_RETENTION, MAX_AUDIT_RETENTION, MIN_AUDIT_RETENTION,
+};
 pub use load::lifecycle::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings};
 pub use load::retry_policy::{RetrySettings, ServerRetry};
 pub use load::store::StoreSettings;

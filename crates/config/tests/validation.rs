@@ -129,7 +129,7 @@ fn unknown_top_level_keys_are_explained() {
     );
     assert_eq!(
         error("[zzzzzz]"),
-        "zzzzzz: unknown key; the keys here are gateway, servers, rules, rate_limits, auth, telemetry, store, sandbox"
+        "zzzzzz: unknown key; the keys here are gateway, servers, rules, rate_limits, auth, telemetry, store, sandbox, audit"
     );
 }
 
@@ -468,8 +468,8 @@ fn durations_are_checked() {
         "servers.git.timeout = \"0s\": must be longer than zero; write e.g. \"60s\""
     );
     assert_eq!(
-        error("[servers.git]\ncommand = \"a\"\nmax_timeout = \"2 days\""),
-        "servers.git.max_timeout = \"2 days\": \"days\" is not a unit of time; use ms, s, m or h, e.g. \"500ms\", \"60s\", \"5m\", \"1h\""
+        error("[servers.git]\ncommand = \"a\"\nmax_timeout = \"2 weeks\""),
+        "servers.git.max_timeout = \"2 weeks\": \"weeks\" is not a unit of time; use ms, s, m, h or d, e.g. \"500ms\", \"60s\", \"5m\", \"1h\", \"90d\""
     );
 }
 

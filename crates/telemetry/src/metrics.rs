@@ -79,6 +79,17 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuditRowLabels {
+    result: &'static str,
+}
+
+/// Upper bounds (seconds) of the audit batch write histogram: a tenth of a millisecond (a small
+/// batch on SQLite in memory) to ten seconds (a store that hangs until its acquire timeout).
+pub const AUDIT_WRITE_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0,
+];
+
 type DurationFamily = Family<ToolLabels, Histogram, fn() -> Histogram>;
 type TimestampGauge = Gauge<f64, AtomicU64>;
 
@@ -203,6 +214,10 @@ pub struct Metrics {
     bytes_in: Counter,
     bytes_out: Counter,
     rejected: Vec<Counter>,
+    audit_queue_depth: Gauge,
+    audit_write: Histogram,
+    audit_written: Counter,
+    audit_dropped: Counter,
     tools: RwLock<HashMap<String, UpstreamTools>>,
     /// When each upstream last came back after a restart, as last seen by a scrape.
     last_restart_seen: Mutex<HashMap<String, f64>>,
@@ -310,6 +325,26 @@ impl Metrics {
             .iter()
             .map(|r| rejected_family.get_or_create_owned(&ReasonLabels { reason: r.as_str() }))
             .collect();
+        let audit_queue_depth = Gauge::default();
+        registry.register(
+            "manifold_audit_queue_depth",
+            "Audit rows queued and not yet written to the store",
+            audit_queue_depth.clone(),
+        );
+        let audit_write = Histogram::new(AUDIT_WRITE_BUCKETS);
+        registry.register(
+            "manifold_audit_write_seconds",
+            "Time to write one batch of audit rows to the store",
+            audit_write.clone(),
+        );
+        let audit_rows = Family::<AuditRowLabels, Counter>::default();
+        registry.register(
+            "manifold_audit_rows",
+            "Audit rows written to the store, and dropped (best_effort mode, queue full or store failing)",
+            audit_rows.clone(),
+        );
+        let audit_written = audit_rows.get_or_create_owned(&AuditRowLabels { result: "written" });
+        let audit_dropped = audit_rows.get_or_create_owned(&AuditRowLabels { result: "dropped" });
         Metrics {
             registry,
             requests,
@@ -324,10 +359,32 @@ impl Metrics {
             bytes_in,
             bytes_out,
             rejected,
+            audit_queue_depth,
+            audit_write,
+            audit_written,
+            audit_dropped,
             tools: RwLock::new(HashMap::new()),
             last_restart_seen: Mutex::new(HashMap::new()),
             scrape: Mutex::new(()),
         }
+    }
+
+    /// The audit queue's depth now.
+    pub fn audit_queue_depth(&self, rows: usize) {
+        self.audit_queue_depth
+            .set(i64::try_from(rows).unwrap_or(i64::MAX));
+    }
+
+    /// One batch of `rows` audit rows written in `took`.
+    pub fn audit_batch_written(&self, rows: usize, took: Duration) {
+        self.audit_write.observe(took.as_secs_f64());
+        self.audit_written
+            .inc_by(u64::try_from(rows).unwrap_or(u64::MAX));
+    }
+
+    /// `rows` audit rows dropped (best effort).
+    pub fn audit_dropped(&self, rows: u64) {
+        self.audit_dropped.inc_by(rows);
     }
 
     /// Counts one retry of an idempotent tool call to `upstream` (a configured name: bounded).
@@ -514,6 +571,32 @@ mod tests {
             Some("1")
         );
         assert!(!text.contains("made-up"), "{text}");
+    }
+
+    #[test]
+    fn audit_queue_writes_and_drops_are_exposed() {
+        let m = Metrics::new();
+        m.audit_queue_depth(7);
+        m.audit_batch_written(3, Duration::from_micros(300));
+        m.audit_batch_written(2, Duration::from_micros(300));
+        m.audit_dropped(4);
+        let text = m.encode(&Snapshot::default());
+        assert_eq!(
+            sample(&text, "manifold_audit_queue_depth").as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            sample(&text, r#"manifold_audit_rows_total{result="written"}"#).as_deref(),
+            Some("5")
+        );
+        assert_eq!(
+            sample(&text, r#"manifold_audit_rows_total{result="dropped"}"#).as_deref(),
+            Some("4")
+        );
+        assert_eq!(
+            sample(&text, "manifold_audit_write_seconds_count").as_deref(),
+            Some("2")
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! From configuration text to a [`Config`]: parse (keeping spans), read each section while
 //! collecting every problem, and succeed only when there are none.
 
+pub(crate) mod audit;
 mod auth;
 mod gateway;
 pub(crate) mod lifecycle;
@@ -35,6 +36,7 @@ const TOP_KEYS: &[&str] = &[
     "telemetry",
     "store",
     "sandbox",
+    "audit",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -99,6 +101,7 @@ pub(crate) fn load_text(
     let telemetry = telemetry::read_telemetry(&mut reader, root.get("telemetry"));
     let retries = retry_policy::read_retry_policy(&mut reader, root);
     let store = store::read_store(&mut reader, root.get("store"));
+    let audit = audit::read_audit(&mut reader, root.get("audit"));
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -108,5 +111,6 @@ pub(crate) fn load_text(
     config.telemetry = telemetry;
     config.retries = retries;
     config.store = store;
+    config.audit = audit;
     Ok(config)
 }

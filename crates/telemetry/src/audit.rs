@@ -1,0 +1,230 @@
+//! The audit trail as the request path sees it: the facts of one finished (or refused) request,
+//! and the sink they go to. The sink itself (queue, batches, the store) lives in manifold-audit;
+//! the gateway only needs this trait, so it never depends on a database driver.
+//!
+//! The record's field names are the trail's format: `manifold audit export` prints them and
+//! verifiers read them, so they change only with [`AUDIT_RECORD_VERSION`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+/// The version of the record format, in every record's `v`.
+pub const AUDIT_RECORD_VERSION: u64 = 1;
+
+/// How a request ended, as the trail classes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditOutcome {
+    Ok,
+    /// The tool ran and answered `isError: true`.
+    ToolError,
+    /// A JSON-RPC error answered the request (its code is in `error_code`).
+    RpcError,
+    /// The upstream could not run it (crashed, unreachable, timed out).
+    TransportFailure,
+    /// A rule hid or refused the tool, prompt or resource.
+    RefusedByPolicy,
+    RateLimited,
+    /// The client cancelled (or went away) before the answer.
+    Cancelled,
+    /// The answer asks the client for input (MRTR); the retried call gets its own row.
+    InputRequired,
+    /// Refused because the audit trail could not be written (`mode = "required"`).
+    AuditUnavailable,
+}
+
+impl AuditOutcome {
+    pub const ALL: [AuditOutcome; 9] = [
+        AuditOutcome::Ok,
+        AuditOutcome::ToolError,
+        AuditOutcome::RpcError,
+        AuditOutcome::TransportFailure,
+        AuditOutcome::RefusedByPolicy,
+        AuditOutcome::RateLimited,
+        AuditOutcome::Cancelled,
+        AuditOutcome::InputRequired,
+        AuditOutcome::AuditUnavailable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Ok => "ok",
+            AuditOutcome::ToolError => "tool_error",
+            AuditOutcome::RpcError => "rpc_error",
+            AuditOutcome::TransportFailure => "transport_failure",
+            AuditOutcome::RefusedByPolicy => "refused_by_policy",
+            AuditOutcome::RateLimited => "rate_limited",
+            AuditOutcome::Cancelled => "cancelled",
+            AuditOutcome::InputRequired => "input_required",
+            AuditOutcome::AuditUnavailable => "audit_unavailable",
+        }
+    }
+}
+
+/// Everything the trail records about one request. Owned: it outlives the request on its way
+/// to the writer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuditFacts {
+    pub at_ms: i64,
+    pub call_id: String,
+    /// The API key's name or the token's subject; `anonymous` without authentication.
+    pub principal: String,
+    pub groups: Vec<String>,
+    /// A tag of the legacy session id (never the id itself).
+    pub session: Option<String>,
+    pub client_name: Option<String>,
+    pub client_version: Option<String>,
+    /// The upstream's configured name; `manifold` for built-in tools, `-` when none resolved.
+    pub server: String,
+    pub method: String,
+    /// The tool's name at its upstream, the URI read, or the prompt's name.
+    pub target: String,
+    pub outcome: Option<AuditOutcome>,
+    pub error_code: Option<i64>,
+    /// Manifold's own words for a failure (never the tool's output).
+    pub error: Option<String>,
+    /// SHA-256 (hex) of the canonical JSON of the arguments (or `params` for other methods).
+    pub args_sha256: Option<String>,
+    /// SHA-256 (hex) of the result's JSON exactly as Manifold sent it.
+    pub result_sha256: Option<String>,
+    /// The arguments themselves, redacted, when `[audit] record_arguments = true`.
+    pub arguments: Option<String>,
+    pub duration_us: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub retries: u32,
+    pub trace_id: Option<String>,
+}
+
+impl AuditFacts {
+    /// The outcome, `cancelled` when none was set (a request dropped before its answer).
+    pub fn outcome(&self) -> AuditOutcome {
+        self.outcome.unwrap_or(AuditOutcome::Cancelled)
+    }
+
+    /// The record as the trail stores and hashes it: one JSON object, keys sorted (a `BTreeMap`,
+    /// whatever serde_json's map features are), absent facts left out.
+    pub fn record_json(&self) -> String {
+        let mut record = BTreeMap::new();
+        let mut put = |key: &'static str, value: Value| {
+            if !value.is_null() {
+                record.insert(key, value);
+            }
+        };
+        put("v", json!(AUDIT_RECORD_VERSION));
+        put("at_ms", json!(self.at_ms));
+        put("call_id", json!(self.call_id));
+        put("principal", json!(self.principal));
+        put("groups", json!(self.groups));
+        put("session", json!(self.session));
+        put("client_name", json!(self.client_name));
+        put("client_version", json!(self.client_version));
+        put("server", json!(self.server));
+        put("method", json!(self.method));
+        put("target", json!(self.target));
+        put("outcome", json!(self.outcome().as_str()));
+        put("error_code", json!(self.error_code));
+        put("error", json!(self.error));
+        put("args_sha256", json!(self.args_sha256));
+        put("result_sha256", json!(self.result_sha256));
+        put("arguments", json!(self.arguments));
+        put("duration_us", json!(self.duration_us));
+        put("bytes_in", json!(self.bytes_in));
+        put("bytes_out", json!(self.bytes_out));
+        put("retries", json!(self.retries));
+        put("trace_id", json!(self.trace_id));
+        serde_json::to_string(&record).unwrap_or_default()
+    }
+}
+
+/// Why the trail cannot take a row now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditUnavailable {
+    pub reason: String,
+}
+
+impl fmt::Display for AuditUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the audit trail cannot be written ({}); with [audit] mode = \"required\" Manifold refuses calls until it can: check the store (manifold check) or switch to mode = \"best_effort\"",
+            self.reason
+        )
+    }
+}
+
+/// Resolves once a row is durable (required mode) or at once (best effort).
+pub type AuditAck = BoxFuture<'static, Result<(), AuditUnavailable>>;
+
+/// The trail's state, for `manifold_health`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditStatus {
+    pub mode: &'static str,
+    pub queue_depth: usize,
+    pub queue_capacity: usize,
+    pub written: u64,
+    pub dropped: u64,
+    /// Why the last write failed, while writes are failing.
+    pub failing: Option<String>,
+}
+
+/// Where the request path hands its audit facts.
+pub trait AuditSink: Send + Sync + 'static {
+    /// Whether a new request may start: in required mode, refused while rows cannot be written.
+    fn admit(&self) -> Result<(), AuditUnavailable>;
+    /// Queues one row. In required mode the answer must wait for the returned ack.
+    fn record(&self, facts: AuditFacts) -> AuditAck;
+    /// Whether the answer waits for its row (required mode).
+    fn answers_wait(&self) -> bool;
+    /// Whether arguments are kept beside their digest.
+    fn records_arguments(&self) -> bool;
+    fn status(&self) -> AuditStatus;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_record_has_sorted_keys_and_leaves_unknown_facts_out() {
+        let facts = AuditFacts {
+            at_ms: 5,
+            call_id: "c1".to_owned(),
+            principal: "alice".to_owned(),
+            server: "fs".to_owned(),
+            method: "tools/call".to_owned(),
+            target: "read".to_owned(),
+            outcome: Some(AuditOutcome::ToolError),
+            ..AuditFacts::default()
+        };
+        let record = facts.record_json();
+        let parsed: serde_json::Map<String, Value> = serde_json::from_str(&record).unwrap();
+        let mut at = 0;
+        let mut positions = Vec::new();
+        for key in parsed.keys() {
+            let quoted = format!("\"{key}\":");
+            at = record[at..].find(&quoted).unwrap() + at;
+            positions.push((key.clone(), at));
+        }
+        let mut sorted = positions.clone();
+        sorted.sort();
+        assert_eq!(positions, sorted, "keys appear in sorted order: {record}");
+        assert_eq!(parsed["outcome"], "tool_error");
+        assert_eq!(parsed["v"], 1);
+        assert!(!parsed.contains_key("error") && !parsed.contains_key("session"));
+        assert!(record.starts_with("{\"at_ms\":5,"), "{record}");
+    }
+
+    #[test]
+    fn a_request_dropped_unanswered_is_cancelled() {
+        assert_eq!(AuditFacts::default().outcome(), AuditOutcome::Cancelled);
+        let names: Vec<&str> = AuditOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(names.len(), unique.len());
+    }
+}
