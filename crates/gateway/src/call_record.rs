@@ -71,6 +71,13 @@ struct Ending {
 impl CallInProgress<'_> {
     fn record(&mut self, outcome: CallOutcome, ending: Ending) {
         self.done = true;
+        crate::audit::note_tool_call(
+            self.upstream,
+            self.tool,
+            outcome,
+            ending.retries,
+            ending.error.as_deref(),
+        );
         let elapsed = self.started.elapsed();
         if let Some(h) = &self.handles {
             h.call_finished(outcome, elapsed);
@@ -223,7 +230,7 @@ impl Gateway {
         let mut call = CallInProgress {
             telemetry: &telemetry,
             handles,
-            call_id: manifold_telemetry::call_id::next_call_id(),
+            call_id: crate::audit::call_id_for_request(),
             ctx,
             request,
             upstream: target.upstream,

@@ -5,6 +5,7 @@
 //! manifold-upstream, and answers with patched raw messages.
 
 pub mod audience;
+pub mod audit;
 pub mod builtin;
 pub mod call_record;
 pub mod catalog;

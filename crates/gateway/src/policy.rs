@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use globset::GlobSet;
+use manifold_telemetry::audit::AuditOutcome;
 use manifold_wire::patch;
 use manifold_wire::{ErrorCode, ErrorObject, Id, Message};
 
@@ -435,6 +436,7 @@ fn refused(
     name: &str,
     rule: &RuleRef,
 ) -> Message {
+    crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
     let message = format!(
         "{what} {name:?} is not allowed for {} by {}",
         who(ctx).describe(),
@@ -468,6 +470,7 @@ pub(crate) fn resource_target(catalog: &Catalog, uri: &str) -> Option<(Arc<str>,
 
 /// Overloaded, with the wait in `data.retryAfterMs`.
 fn rate_limited(id: Option<&Id>, who: Who<'_>, tool: Option<&str>, e: &Exceeded) -> Message {
+    crate::audit::note_refusal(AuditOutcome::RateLimited);
     let allowed = match tool {
         Some(tool) => e.limit.describe("call", Some(tool)),
         None => e.limit.describe("request", None),
@@ -585,7 +588,10 @@ impl Gateway {
             .decide(ItemKind::Tool, server, name)
         {
             Decision::Allow => {}
-            Decision::Hide => return Some(self.unknown_tool(ctx, id, catalog, name)),
+            Decision::Hide => {
+                crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+                return Some(self.unknown_tool(ctx, id, catalog, name));
+            }
             Decision::Refuse(rule) => {
                 return Some(refused(id, ctx, ItemKind::Tool.noun(), name, &rule));
             }
@@ -675,8 +681,14 @@ impl Gateway {
         };
         let (server, original) = catalog.prompt(name).ok_or_else(unknown)?;
         match self.decide(ctx, ItemKind::Prompt, Some(server), name) {
-            Decision::Allow => Ok((server.to_owned(), original.to_owned())),
-            Decision::Hide => Err(unknown()),
+            Decision::Allow => {
+                crate::audit::note_target(server, original);
+                Ok((server.to_owned(), original.to_owned()))
+            }
+            Decision::Hide => {
+                crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+                Err(unknown())
+            }
             Decision::Refuse(rule) => Err(Box::new(refused(
                 id,
                 ctx,
@@ -701,8 +713,14 @@ impl Gateway {
         let not_found = || Box::new(resource_not_found(id, uri));
         let (server, original) = resource_target(catalog, uri).ok_or_else(not_found)?;
         match self.decide(ctx, ItemKind::Resource, Some(&server), uri) {
-            Decision::Allow => Ok((server, original)),
-            Decision::Hide => Err(not_found()),
+            Decision::Allow => {
+                crate::audit::note_target(&server, &original);
+                Ok((server, original))
+            }
+            Decision::Hide => {
+                crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+                Err(not_found())
+            }
             Decision::Refuse(rule) => Err(Box::new(refused(
                 id,
                 ctx,

@@ -67,10 +67,45 @@ impl Gateway {
     }
 
     async fn handle_as(&self, ctx: &RequestContext, request: &Message) -> Message {
-        let id = request.id();
         let Some(method) = request.method() else {
-            return error(id, ErrorCode::InvalidRequest, "expected a request");
+            return error(
+                request.id(),
+                ErrorCode::InvalidRequest,
+                "expected a request",
+            );
         };
+        let telemetry = std::sync::Arc::clone(&self.settings().telemetry);
+        let Some(sink) = telemetry.audit.clone() else {
+            return self.route(ctx, request, method).await;
+        };
+        let recording = sink
+            .records_arguments()
+            .then(|| crate::audit::ArgumentRecording {
+                redactor: &telemetry.call_log.redactor,
+                secret_fields: self.secret_fields_of_called_tool(request, method),
+            });
+        let routed = self.route(ctx, request, method);
+        crate::audit::audited(sink, recording, ctx, request, method, routed).await
+    }
+
+    /// The fields the called tool's input schema marks secret, for recorded arguments.
+    fn secret_fields_of_called_tool(&self, request: &Message, method: &str) -> Vec<String> {
+        if method != "tools/call" {
+            return Vec::new();
+        }
+        let catalog = self.catalog();
+        let name = request.params_str(&["name"]).unwrap_or_default();
+        let through = (name == builtin::CALL)
+            .then(|| request.params_str(&["arguments", "name"]))
+            .flatten();
+        catalog
+            .tool_entry(through.as_deref().unwrap_or(&name))
+            .map(|entry| crate::audit::secret_fields(&entry.raw))
+            .unwrap_or_default()
+    }
+
+    async fn route(&self, ctx: &RequestContext, request: &Message, method: &str) -> Message {
+        let id = request.id();
         if let Some(refusal) = self.admit(ctx, request, method) {
             return refusal;
         }

@@ -1,0 +1,416 @@
+//! The gateway's side of the audit trail: which requests get a row, what the row says, and, in
+//! `required` mode, that no answer leaves before its row is durable.
+//!
+//! Rows are built here, on the request's own task, from what only the request path knows (the
+//! caller, the resolved server, digests of the arguments and of the answer); the sink
+//! (manifold-audit) queues and writes them. Parts of the path that know more add it through a
+//! task-local note: policy says it refused or rate limited, `call_record` says how a tool call
+//! ended and under which call id, so one call has one id in its result, its log line and its row.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use manifold_telemetry::audit::{AuditFacts, AuditOutcome, AuditSink};
+use manifold_telemetry::call_log::ANONYMOUS_CALLER;
+use manifold_telemetry::redact::{Redactor, session_tag};
+use manifold_telemetry::trace_context::hex;
+use manifold_telemetry::{CallOutcome, call_id};
+use manifold_wire::{ErrorCode, ErrorObject, Kind, Message};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::context::RequestContext;
+
+/// Longest error text a row keeps (an upstream's error message can be long).
+pub const MAX_AUDITED_ERROR_CHARS: usize = 512;
+/// Longest recorded arguments (with `record_arguments`); longer ones keep their digest only.
+pub const MAX_AUDITED_ARGUMENT_BYTES: usize = 16 * 1024;
+/// Deepest nesting of schemas and arguments walked for secret fields.
+const MAX_SCHEMA_DEPTH: usize = 64;
+/// What a redacted argument value is replaced with.
+const REDACTED: &str = "<redacted>";
+
+/// The methods that always get a row; any other request gets one only when it is refused.
+pub const AUDITED_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
+
+/// What the parts of the path tell the row while a request runs.
+#[derive(Debug, Default)]
+pub(crate) struct AuditNotes {
+    call_id: String,
+    refusal: Option<AuditOutcome>,
+    server: Option<String>,
+    target: Option<String>,
+    tool_call: Option<ToolCallNote>,
+}
+
+#[derive(Debug)]
+struct ToolCallNote {
+    outcome: CallOutcome,
+    retries: u32,
+    error: Option<String>,
+}
+
+tokio::task_local! {
+    static NOTES: RefCell<AuditNotes>;
+}
+
+fn with_notes(change: impl FnOnce(&mut AuditNotes)) {
+    let _ = NOTES.try_with(|n| change(&mut n.borrow_mut()));
+}
+
+/// Policy refused the request (a rule) or rate limited it.
+pub(crate) fn note_refusal(outcome: AuditOutcome) {
+    with_notes(|n| n.refusal = Some(outcome));
+}
+
+/// The server (and the name or URI there) a request resolved to.
+pub(crate) fn note_target(server: &str, target: &str) {
+    with_notes(|n| {
+        n.server = Some(server.to_owned());
+        n.target = Some(target.to_owned());
+    });
+}
+
+/// How a tool call ended, from its call record, and where it went.
+pub(crate) fn note_tool_call(
+    upstream: &str,
+    tool: &str,
+    outcome: CallOutcome,
+    retries: u32,
+    error: Option<&str>,
+) {
+    with_notes(|n| {
+        n.server = Some(upstream.to_owned());
+        n.target = Some(tool.to_owned());
+        n.tool_call = Some(ToolCallNote {
+            outcome,
+            retries,
+            error: error.map(str::to_owned),
+        });
+    });
+}
+
+/// The call id of the request being audited, so that the result's `_meta`, the log line and the
+/// row agree; a fresh one outside an audited request.
+pub(crate) fn call_id_for_request() -> String {
+    NOTES
+        .try_with(|n| n.borrow().call_id.clone())
+        .ok()
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(call_id::next_call_id)
+}
+
+/// How arguments are recorded, when they are (`record_arguments`).
+pub(crate) struct ArgumentRecording<'r> {
+    pub redactor: &'r Redactor,
+    /// The called tool's fields marked secret ([`secret_fields`]).
+    pub secret_fields: Vec<String>,
+}
+
+/// Runs `route` for `request` with its audit row: admission first (required mode), the row
+/// after, and in required mode the answer waits for the row. A request dropped before its answer
+/// (the client cancelled) still gets a row, `cancelled`.
+pub(crate) async fn audited<F>(
+    sink: Arc<dyn AuditSink>,
+    recording: Option<ArgumentRecording<'_>>,
+    ctx: &RequestContext,
+    request: &Message,
+    method: &str,
+    route: F,
+) -> Message
+where
+    F: Future<Output = Message>,
+{
+    let always = AUDITED_METHODS.contains(&method);
+    if always && let Err(unavailable) = sink.admit() {
+        return Message::error(
+            request.id().cloned(),
+            &ErrorObject::new(ErrorCode::UpstreamUnavailable, unavailable.to_string()),
+        );
+    }
+    let started = Instant::now();
+    let mut row = PendingRow {
+        sink: Arc::clone(&sink),
+        facts: Some(first_facts(ctx, request, method)),
+        started,
+    };
+    let notes = RefCell::new(AuditNotes {
+        call_id: row.call_id().to_owned(),
+        ..AuditNotes::default()
+    });
+    let mut running = std::pin::pin!(NOTES.scope(notes, route));
+    let response = running.as_mut().await;
+    let notes = running
+        .as_mut()
+        .take_value()
+        .map(RefCell::into_inner)
+        .unwrap_or_default();
+    if !always && notes.refusal.is_none() {
+        row.facts = None;
+        return response;
+    }
+    let Some(mut facts) = row.facts.take() else {
+        return response;
+    };
+    finish_facts(
+        &mut facts,
+        &notes,
+        request,
+        &response,
+        started,
+        recording.as_ref(),
+    );
+    let ack = sink.record(facts);
+    if !sink.answers_wait() {
+        return response;
+    }
+    match ack.await {
+        Ok(()) => response,
+        Err(unavailable) => Message::error(
+            request.id().cloned(),
+            &ErrorObject::new(
+                ErrorCode::UpstreamUnavailable,
+                format!(
+                    "the request ran, but its answer is withheld because its audit row could not be written: {unavailable}"
+                ),
+            ),
+        ),
+    }
+}
+
+/// A row between the request's start and its answer; dropped with facts left, it records a
+/// cancellation.
+struct PendingRow {
+    sink: Arc<dyn AuditSink>,
+    facts: Option<AuditFacts>,
+    started: Instant,
+}
+
+impl PendingRow {
+    fn call_id(&self) -> &str {
+        self.facts.as_ref().map_or("", |f| f.call_id.as_str())
+    }
+}
+
+impl Drop for PendingRow {
+    fn drop(&mut self) {
+        if let Some(mut facts) = self.facts.take() {
+            facts.outcome = Some(AuditOutcome::Cancelled);
+            facts.duration_us = micros(self.started);
+            // Nobody waits for a cancelled call's answer; its ack has no one to tell.
+            drop(self.sink.record(facts));
+        }
+    }
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// What is known before the request runs.
+fn first_facts(ctx: &RequestContext, request: &Message, method: &str) -> AuditFacts {
+    let caller = ctx.caller.as_deref();
+    let info = ctx.client.info.as_deref();
+    let info_str = |key: &str| {
+        info.and_then(|raw| manifold_wire::patch::get(raw, &[key]).ok().flatten())
+            .and_then(|v| serde_json::from_str::<String>(v).ok())
+    };
+    let target = match method {
+        "tools/call" | "prompts/get" => request.params_str(&["name"]),
+        "resources/read" => request.params_str(&["uri"]),
+        _ => None,
+    };
+    AuditFacts {
+        at_ms: now_ms(),
+        call_id: call_id::next_call_id(),
+        principal: caller
+            .map_or(ANONYMOUS_CALLER, |c| c.name.as_str())
+            .to_owned(),
+        groups: caller.map(|c| c.groups.clone()).unwrap_or_default(),
+        session: ctx.session.as_deref().map(session_tag),
+        client_name: info_str("name"),
+        client_version: info_str("version"),
+        server: "-".to_owned(),
+        method: method.to_owned(),
+        target: target.unwrap_or_default(),
+        bytes_in: u64::try_from(request.as_str().len()).unwrap_or(u64::MAX),
+        trace_id: ctx
+            .trace
+            .as_ref()
+            .and_then(|t| manifold_telemetry::TraceParent::parse(&t.traceparent).ok())
+            .map(|p| p.trace_id_hex()),
+        ..AuditFacts::default()
+    }
+}
+
+/// What the answer and the notes add.
+fn finish_facts(
+    facts: &mut AuditFacts,
+    notes: &AuditNotes,
+    request: &Message,
+    response: &Message,
+    started: Instant,
+    recording: Option<&ArgumentRecording<'_>>,
+) {
+    facts.duration_us = micros(started);
+    facts.bytes_out = u64::try_from(response.as_str().len()).unwrap_or(u64::MAX);
+    if let Some(server) = &notes.server {
+        facts.server.clone_from(server);
+    }
+    if let Some(target) = &notes.target {
+        facts.target.clone_from(target);
+    }
+    let arguments = if facts.method == "tools/call" {
+        request.params_raw(&["arguments"])
+    } else {
+        request.params()
+    };
+    if let Some(raw) = arguments {
+        let canonical = crate::pins::canonicalize(raw);
+        let digested = canonical.as_deref().unwrap_or(raw);
+        facts.args_sha256 = Some(sha256_hex(digested.as_bytes()));
+        if let Some(recording) = recording
+            && raw.len() <= MAX_AUDITED_ARGUMENT_BYTES
+        {
+            facts.arguments = Some(redacted_arguments(
+                raw,
+                &recording.secret_fields,
+                recording.redactor,
+            ));
+        }
+    }
+    if let Some(result) = response.result_raw() {
+        facts.result_sha256 = Some(sha256_hex(result.as_bytes()));
+    }
+    let error = response.error_raw();
+    facts.error_code = error
+        .and_then(|e| manifold_wire::patch::get(e, &["code"]).ok().flatten())
+        .and_then(|c| c.trim().parse().ok());
+    let error_message = error
+        .and_then(|e| manifold_wire::patch::get(e, &["message"]).ok().flatten())
+        .and_then(|m| serde_json::from_str::<String>(m).ok());
+    let (outcome, error) = match (&notes.refusal, &notes.tool_call) {
+        (Some(refusal), _) => (*refusal, error_message),
+        (None, Some(call)) => {
+            facts.retries = call.retries;
+            let outcome = match call.outcome {
+                CallOutcome::Ok => AuditOutcome::Ok,
+                CallOutcome::ToolError => AuditOutcome::ToolError,
+                CallOutcome::UpstreamError => AuditOutcome::TransportFailure,
+                CallOutcome::Error => AuditOutcome::RpcError,
+                CallOutcome::Cancelled => AuditOutcome::Cancelled,
+                CallOutcome::InputRequired => AuditOutcome::InputRequired,
+            };
+            (outcome, call.error.clone().or(error_message))
+        }
+        (None, None) if response.kind() == Kind::Result => (AuditOutcome::Ok, None),
+        (None, None) => (AuditOutcome::RpcError, error_message),
+    };
+    facts.outcome = Some(outcome);
+    facts.error = error.map(|e| e.chars().take(MAX_AUDITED_ERROR_CHARS).collect());
+}
+
+/// The property names a tool's input schema marks secret (`x-secret: true`, `writeOnly: true`,
+/// `format: "password"`), at any depth of `properties`.
+pub(crate) fn secret_fields(tool_definition: &str) -> Vec<String> {
+    fn walk(schema: &Value, out: &mut Vec<String>, depth: usize) {
+        if depth > MAX_SCHEMA_DEPTH {
+            return;
+        }
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, property) in properties {
+            let marked = property.get("x-secret").and_then(Value::as_bool) == Some(true)
+                || property.get("writeOnly").and_then(Value::as_bool) == Some(true)
+                || property.get("format").and_then(Value::as_str) == Some("password");
+            if marked {
+                out.push(name.clone());
+            }
+            walk(property, out, depth + 1);
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(definition) = serde_json::from_str::<Value>(tool_definition)
+        && let Some(schema) = definition.get("inputSchema")
+    {
+        walk(schema, &mut out, 0);
+    }
+    out
+}
+
+/// The arguments with secret-marked fields (at any depth) replaced and configured secrets cut
+/// out of every string.
+fn redacted_arguments(raw: &str, secret_fields: &[String], redactor: &Redactor) -> String {
+    fn hide(value: &mut Value, fields: &[String], depth: usize) {
+        if depth > MAX_SCHEMA_DEPTH {
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                for (name, member) in map.iter_mut() {
+                    if fields.iter().any(|f| f == name) {
+                        *member = Value::String(REDACTED.to_owned());
+                    } else {
+                        hide(member, fields, depth + 1);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| hide(i, fields, depth + 1)),
+            _ => {}
+        }
+    }
+    let hidden = match serde_json::from_str::<Value>(raw) {
+        Ok(mut value) => {
+            hide(&mut value, secret_fields, 0);
+            value.to_string()
+        }
+        Err(_) => return REDACTED.to_owned(),
+    };
+    redactor.scrub(&hidden).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn secret_marked_fields_are_found_at_any_depth() {
+        let tool = r#"{"name":"deploy","inputSchema":{"type":"object","properties":{
+            "token":{"type":"string","x-secret":true},
+            "target":{"type":"object","properties":{"password":{"type":"string","format":"password"},"host":{"type":"string"}}},
+            "note":{"type":"string","writeOnly":true},
+            "plain":{"type":"string","x-secret":false}}}}"#;
+        let mut fields = secret_fields(tool);
+        fields.sort();
+        assert_eq!(fields, ["note", "password", "token"]);
+    }
+
+    #[test]
+    fn recorded_arguments_hide_marked_fields_and_configured_secrets() {
+        let redactor = Redactor::new(["hunter22".to_owned()]);
+        let fields = vec!["token".to_owned(), "password".to_owned()];
+        let raw = r#"{"token":"t-1","target":{"password":"p","host":"h"},"list":[{"token":"x"}],"msg":"pw is hunter22"}"#;
+        let shown: Value =
+            serde_json::from_str(&redacted_arguments(raw, &fields, &redactor)).unwrap();
+        assert_eq!(shown["token"], REDACTED);
+        assert_eq!(shown["target"]["password"], REDACTED);
+        assert_eq!(shown["target"]["host"], "h");
+        assert_eq!(shown["list"][0]["token"], REDACTED);
+        assert_eq!(shown["msg"], "pw is <redacted>");
+        assert_eq!(redacted_arguments("not json", &fields, &redactor), REDACTED);
+    }
+}
