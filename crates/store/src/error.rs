@@ -68,4 +68,31 @@ pub enum StoreError {
         what: &'static str,
         key: String,
     },
+
+    #[error(
+        "the store {location} is out of disk space ({reason}); free space on the disk that holds it (or raise its quota), then retry: rows acknowledged before are kept"
+    )]
+    Full { location: String, reason: String },
+
+    #[error("{what}: {count} is more than the {max} allowed; {fix}")]
+    OverLimit {
+        what: &'static str,
+        count: u64,
+        max: u64,
+        fix: &'static str,
+    },
+
+    #[error(
+        "the audit record of call {call_id:?} is {bytes} bytes, more than the {max} a record may hold (MAX_AUDIT_RECORD_BYTES); nothing in its batch was written: shorten what is recorded for the call (e.g. digest its arguments) and append the batch again"
+    )]
+    AuditRecordTooLarge {
+        call_id: String,
+        bytes: usize,
+        max: usize,
+    },
+
+    #[error(
+        "the audit record of call {call_id:?} was refused: {reason}; nothing in its batch was written: record_json must be a JSON object whose at_ms, call_id, principal, server, target and outcome equal the entry's columns (AuditEntry::from_record_json builds one that does)"
+    )]
+    AuditRecordInvalid { call_id: String, reason: String },
 }

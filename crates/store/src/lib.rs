@@ -12,7 +12,11 @@ mod schema;
 mod store;
 
 pub use api_keys::{ApiKeyRecord, ApiKeys, MAX_API_KEY_FIELD_LEN, MAX_API_KEY_GRANTS};
-pub use audit::{AuditEvent, AuditTrail, MAX_AUDIT_PAGE};
+pub use audit::{
+    AUDIT_CHAIN_LOCK, AUDIT_GENESIS, AUDIT_RECORD_COLUMNS, AuditEntry, AuditFilter, AuditRow,
+    AuditTrail, ChainBreak, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, PruneAnchor,
+    VerifyReport, audit_row_sha256,
+};
 pub use error::StoreError;
 pub use location::{
     REDACTED_PASSWORD, SQLITE_FILE_NAME, SQLITE_LOCK_FILE_NAME, StoreLocation, redact_url,

@@ -57,20 +57,58 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (creating if needed) and migrates the store at `location`.
     pub async fn open(location: &StoreLocation) -> Result<Store, StoreError> {
-        match location {
+        let store = match location {
             StoreLocation::Sqlite { data_dir } => open_sqlite(location, data_dir, true).await,
             StoreLocation::Postgres { url } => open_postgres(location, url).await,
-        }
+        }?;
+        store.finish_upgrade().await
     }
 
     /// Opens the store for one short command (`manifold keys`) that may run beside a gateway
     /// holding the store: on SQLite it takes no process lock and relies on SQLite's own locking,
     /// waiting up to [`SQLITE_BUSY_TIMEOUT`] for the gateway's writer. Close it promptly.
     pub async fn open_for_command(location: &StoreLocation) -> Result<Store, StoreError> {
-        match location {
+        let store = match location {
             StoreLocation::Sqlite { data_dir } => open_sqlite(location, data_dir, false).await,
             StoreLocation::Postgres { url } => open_postgres(location, url).await,
+        }?;
+        store.finish_upgrade().await
+    }
+
+    /// The part of an upgrade SQL cannot do: rows of the step-2 `audit_events` table join the
+    /// audit chain, which needs SHA-256. A store that fails here is closed, so a retry reopens it.
+    async fn finish_upgrade(self) -> Result<Store, StoreError> {
+        match self.audit().adopt_audit_events().await {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                self.close().await;
+                Err(e)
+            }
         }
+    }
+
+    /// For tests only: caps the SQLite file at its current size plus `extra_pages` pages on the
+    /// writer connection (`PRAGMA max_page_count`), so a test can make the disk "full" and see
+    /// [`StoreError::Full`]. Lasts until the writer reconnects; does nothing on PostgreSQL.
+    #[doc(hidden)]
+    pub async fn cap_sqlite_growth_for_tests(&self, extra_pages: u32) -> Result<(), StoreError> {
+        let Pools::Sqlite { writer, .. } = &self.pools else {
+            return Ok(());
+        };
+        let capped = async {
+            let mut conn = writer.acquire().await?;
+            let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+                .fetch_one(&mut *conn)
+                .await?;
+            let max = pages.saturating_add(i64::from(extra_pages));
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "PRAGMA max_page_count = {max}"
+            )))
+            .execute(&mut *conn)
+            .await
+            .map(|_| ())
+        };
+        capped.await.map_err(|e| self.failed(&e))
     }
 
     /// Where this store lives.
@@ -106,10 +144,18 @@ impl Store {
             (StoreLocation::Sqlite { data_dir }, _) => {
                 sqlite_error(&data_dir.join(crate::SQLITE_FILE_NAME), e)
             }
-            (StoreLocation::Postgres { .. }, _) => StoreError::Unavailable {
-                location: self.location.shown(),
-                reason: scrubbed(&e.to_string(), &self.scrub),
-            },
+            (StoreLocation::Postgres { .. }, _) => {
+                let location = self.location.shown();
+                let reason = scrubbed(&e.to_string(), &self.scrub);
+                match e {
+                    sqlx::Error::Database(db)
+                        if db.code().as_deref() == Some(POSTGRES_DISK_FULL) =>
+                    {
+                        StoreError::Full { location, reason }
+                    }
+                    _ => StoreError::Unavailable { location, reason },
+                }
+            }
         }
     }
 }
@@ -242,6 +288,9 @@ const SQLITE_READONLY: i64 = 8;
 const SQLITE_CORRUPT: i64 = 11;
 const SQLITE_CANTOPEN: i64 = 14;
 const SQLITE_NOTADB: i64 = 26;
+const SQLITE_FULL: i64 = 13;
+/// PostgreSQL's SQLSTATE `disk_full`.
+const POSTGRES_DISK_FULL: &str = "53100";
 
 fn sqlite_error(file: &Path, e: &sqlx::Error) -> StoreError {
     let code = match e {
@@ -252,6 +301,10 @@ fn sqlite_error(file: &Path, e: &sqlx::Error) -> StoreError {
     match code.map(|c| c & 0xff) {
         Some(SQLITE_CORRUPT | SQLITE_NOTADB) => StoreError::Corrupt {
             path: file.to_path_buf(),
+            reason,
+        },
+        Some(SQLITE_FULL) => StoreError::Full {
+            location: file.display().to_string(),
             reason,
         },
         Some(SQLITE_READONLY | SQLITE_CANTOPEN) => StoreError::ReadOnly {

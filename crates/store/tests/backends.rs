@@ -7,8 +7,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use manifold_store::{
-    ApiKeyRecord, AuditEvent, MAX_API_KEY_GRANTS, MAX_AUDIT_PAGE, Store, StoreError, StoreLocation,
-    latest_version, migrator_for,
+    AUDIT_GENESIS, ApiKeyRecord, AuditEntry, AuditFilter, AuditRow, ChainBreak, MAX_API_KEY_GRANTS,
+    MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, Store, StoreError, StoreLocation,
+    VerifyReport, audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -34,7 +35,8 @@ impl Backend {
         }
     }
     /// Runs `sql` outside the store (as an older Manifold or another tool would).
-    async fn raw(&self, sql: &'static str) {
+    async fn raw(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
         match self.location() {
             StoreLocation::Sqlite { data_dir } => {
                 std::fs::create_dir_all(&data_dir).unwrap();
@@ -88,18 +90,52 @@ fn key(id: &str) -> ApiKeyRecord {
     }
 }
 
-fn audit_row(call: &str) -> AuditEvent {
-    AuditEvent {
-        at_ms: 1_700_000_000_001,
-        call_id: call.to_owned(),
-        principal: "alice".to_owned(),
-        server: "time".to_owned(),
-        tool: "get_current_time".to_owned(),
-        outcome: "ok".to_owned(),
-        args_sha256: "a".repeat(64),
-        detail_json: "{\"era\":\"modern\"}".to_owned(),
-        prev_sha256: "0".repeat(64),
-        row_sha256: "b".repeat(64),
+/// An audit entry as the gateway builds one: its record holds every field, the columns repeat some.
+fn entry_at(
+    call: &str,
+    at_ms: i64,
+    principal: &str,
+    server: &str,
+    target: &str,
+    outcome: &str,
+) -> AuditEntry {
+    let record = serde_json::json!({
+        "at_ms": at_ms,
+        "call_id": call,
+        "principal": principal,
+        "server": server,
+        "target": target,
+        "outcome": outcome,
+        "era": "modern",
+    });
+    AuditEntry::from_record_json(record.to_string()).unwrap()
+}
+
+fn audit_row(call: &str) -> AuditEntry {
+    entry_at(
+        call,
+        1_700_000_000_001,
+        "alice",
+        "time",
+        "get_current_time",
+        "ok",
+    )
+}
+
+fn calls(rows: &[AuditRow]) -> Vec<&str> {
+    rows.iter().map(|r| r.entry.call_id.as_str()).collect()
+}
+
+/// Every row of the trail, oldest first.
+async fn all_rows(store: &Store) -> Vec<AuditRow> {
+    let mut rows = Vec::new();
+    loop {
+        let after = rows.last().map_or(0, |r: &AuditRow| r.seq);
+        let page = store.audit().page(after, MAX_AUDIT_PAGE).await.unwrap();
+        if page.is_empty() {
+            return rows;
+        }
+        rows.extend(page);
     }
 }
 
@@ -121,9 +157,12 @@ async fn migrates_from_empty(backend: Backend) {
         matches!(duplicate, StoreError::AlreadyExists { .. }),
         "{duplicate}"
     );
-    let seq1 = store.audit().append(&audit_row("c1")).await.unwrap();
-    let seq2 = store.audit().append(&audit_row("c2")).await.unwrap();
-    assert!(seq2 > seq1);
+    let seqs = store
+        .audit()
+        .append_batch(&[audit_row("c1"), audit_row("c2")])
+        .await
+        .unwrap();
+    assert!(seqs[1] > seqs[0]);
     store.close().await;
 
     // Reopened: everything acknowledged is there, and migrating again changes nothing.
@@ -142,12 +181,17 @@ async fn migrates_from_empty(backend: Backend) {
         }
     );
     assert_eq!(store.api_keys().list().await.unwrap().len(), 1);
-    let recent = store.audit().recent(MAX_AUDIT_PAGE + 1).await.unwrap();
-    let calls: Vec<_> = recent.iter().map(|(_, e)| e.call_id.as_str()).collect();
-    assert_eq!(calls, ["c1", "c2"]);
-    assert_eq!(store.audit().recent(1).await.unwrap()[0].1, audit_row("c2"));
+    let rows = store.audit().page(0, MAX_AUDIT_PAGE).await.unwrap();
+    assert_eq!(calls(&rows), ["c1", "c2"]);
+    assert_eq!(rows[1].entry, audit_row("c2"));
+    assert!(store.audit().verify().await.unwrap().is_intact());
     store.close().await;
 }
+
+/// Rows an earlier schema's `audit_events` table held (step 2 added it); none is lost upgrading.
+const OLD_AUDIT_EVENTS: &str = "INSERT INTO audit_events (at_ms, call_id, principal, server, tool, outcome, args_sha256, detail_json, prev_sha256, row_sha256) VALUES \
+    (10, 'old-1', 'bob', 'fs', 'read_file', 'ok', 'aa', '{\"era\":\"v2\"}', 'p1', 'r1'), \
+    (11, 'old-2', 'carol', 'time', 'now', 'tool_error', 'bb', 'not json', 'p2', 'r2')";
 
 async fn migrates_from_every_earlier_schema(make: fn() -> Backend) {
     let latest = latest_version(migrator_for(&make().location()));
@@ -158,6 +202,10 @@ async fn migrates_from_every_earlier_schema(make: fn() -> Backend) {
             backend
                 .raw("INSERT INTO api_keys (id, name, principal, key_sha256, created_at_ms) VALUES ('old', 'n', 'p', 'h', 1)")
                 .await;
+        }
+        let had_audit_events = (2..4).contains(&earlier);
+        if had_audit_events {
+            backend.raw(OLD_AUDIT_EVENTS).await;
         }
         let store = Store::open(&backend.location()).await.unwrap();
         assert_eq!(
@@ -171,11 +219,49 @@ async fn migrates_from_every_earlier_schema(make: fn() -> Backend) {
             usize::from(earlier >= 1),
             "from schema {earlier}"
         );
+        let adopted = all_rows(&store).await;
+        if had_audit_events {
+            assert_eq!(calls(&adopted), ["old-1", "old-2"], "from schema {earlier}");
+            let old = &adopted[1];
+            assert_eq!(
+                (
+                    old.entry.at_ms,
+                    old.entry.principal.as_str(),
+                    old.entry.server.as_str()
+                ),
+                (11, "carol", "time")
+            );
+            assert_eq!(
+                (old.entry.target.as_str(), old.entry.outcome.as_str()),
+                ("now", "tool_error")
+            );
+            let record: serde_json::Value = serde_json::from_str(&old.entry.record_json).unwrap();
+            assert_eq!(record["args_sha256"], "bb");
+            assert_eq!(record["detail"], "not json");
+            assert_eq!(record["adopted_from"]["row_sha256"], "r2");
+            let first: serde_json::Value =
+                serde_json::from_str(&adopted[0].entry.record_json).unwrap();
+            assert_eq!(first["detail"]["era"], "v2");
+            assert_eq!(adopted[0].prev_sha256, AUDIT_GENESIS);
+        } else {
+            assert!(adopted.is_empty(), "from schema {earlier}");
+        }
         store
             .audit()
-            .append(&audit_row("after-upgrade"))
+            .append_batch(&[audit_row("after-upgrade")])
             .await
             .unwrap();
+        let report = store.audit().verify().await.unwrap();
+        assert!(report.is_intact(), "from schema {earlier}: {report:?}");
+        assert_eq!(report.rows_checked, if had_audit_events { 3 } else { 1 });
+        store.close().await;
+
+        // Adopted once: reopening moves nothing again.
+        let store = Store::open(&backend.location()).await.unwrap();
+        assert_eq!(
+            all_rows(&store).await.len(),
+            if had_audit_events { 3 } else { 1 }
+        );
         store.close().await;
     }
 }
@@ -217,21 +303,24 @@ const RACING_WRITERS: usize = 64;
 /// SQLite's single writer queues concurrent writes instead of failing them with "database is locked".
 async fn concurrent_writes_all_land(backend: Backend) {
     let store = Store::open(&backend.location()).await.unwrap();
-    let rows: Vec<AuditEvent> = (0..RACING_WRITERS)
+    let rows: Vec<AuditEntry> = (0..RACING_WRITERS)
         .map(|i| audit_row(&format!("c{i}")))
         .collect();
     let audit = store.audit();
-    let appends = rows.iter().map(|row| audit.append(row));
+    let appends = rows
+        .iter()
+        .map(|row| audit.append_batch(std::slice::from_ref(row)));
     let mut seqs: Vec<i64> = futures::future::join_all(appends)
         .await
         .into_iter()
-        .map(|r| r.unwrap())
+        .flat_map(|r| r.unwrap())
         .collect();
     seqs.sort_unstable();
     seqs.dedup();
     assert_eq!(seqs.len(), RACING_WRITERS);
-    let stored = store.audit().recent(MAX_AUDIT_PAGE).await.unwrap();
-    assert_eq!(stored.len(), RACING_WRITERS);
+    let report = store.audit().verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, RACING_WRITERS as u64);
     store.close().await;
 }
 
@@ -331,7 +420,12 @@ on_both_backends!(
     migrates_from_empty,
     newer_schema_is_refused,
     concurrent_writes_all_land,
-    api_keys_keep_grants_and_one_active_name
+    api_keys_keep_grants_and_one_active_name,
+    audit_batches_chain_and_verify,
+    audit_tampering_names_the_first_broken_row,
+    audit_prune_keeps_an_anchor_the_rest_chains_on,
+    audit_search_and_page_order,
+    audit_bounds_are_refused,
 );
 
 /// A short command (`manifold keys`) writes beside a gateway holding the SQLite store, and the
@@ -557,4 +651,540 @@ async fn postgres_password_never_appears_in_errors() {
         matches!(not_pg, StoreError::NotPostgres { .. }) && !not_pg.to_string().contains(PASSWORD),
         "{not_pg}"
     );
+}
+
+/// Rows one `append_batch` call chains on the one before, across batches and pages; verify walks
+/// every page and finds nothing broken.
+async fn audit_batches_chain_and_verify(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let audit = store.audit();
+    assert_eq!(audit.head().await.unwrap(), None);
+    let empty = audit.verify().await.unwrap();
+    assert_eq!(
+        (empty.rows_checked, empty.first_row, empty.first_broken),
+        (0, None, None)
+    );
+    // More rows than one verify page, so verify must page on.
+    let sizes = [MAX_AUDIT_BATCH, MAX_AUDIT_BATCH, 100];
+    let mut seqs = Vec::new();
+    for (b, size) in sizes.into_iter().enumerate() {
+        let batch: Vec<_> = (0..size).map(|i| audit_row(&format!("b{b}-{i}"))).collect();
+        seqs.extend(audit.append_batch(&batch).await.unwrap());
+    }
+    assert!(audit.append_batch(&[]).await.unwrap().is_empty());
+    let total = sizes.iter().sum::<usize>();
+    assert!(total > MAX_AUDIT_PAGE as usize);
+    let rows = all_rows(&store).await;
+    assert_eq!(rows.iter().map(|r| r.seq).collect::<Vec<_>>(), seqs);
+    let mut prev = AUDIT_GENESIS.to_owned();
+    for row in &rows {
+        assert_eq!(row.prev_sha256, prev, "row {}", row.seq);
+        assert_eq!(
+            row.row_sha256,
+            audit_row_sha256(&prev, &row.entry.record_json)
+        );
+        prev = row.row_sha256.clone();
+    }
+    assert_eq!(audit.head().await.unwrap(), Some((seqs[total - 1], prev)));
+    let report = audit.verify().await.unwrap();
+    assert_eq!(
+        report,
+        VerifyReport {
+            rows_checked: total as u64,
+            first_row: Some(seqs[0]),
+            last_row: Some(seqs[total - 1]),
+            pruned: None,
+            first_broken: None,
+        }
+    );
+    store.close().await;
+}
+
+/// Changing a row behind the store's back (its record, a column, a record and its hash, or
+/// deleting rows) is found by verify, which names the first broken row.
+async fn audit_tampering_names_the_first_broken_row(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let batch: Vec<_> = (0..10).map(|i| audit_row(&format!("t{i}"))).collect();
+    let seqs = store.audit().append_batch(&batch).await.unwrap();
+    let rows = all_rows(&store).await;
+    let broken = |report: VerifyReport| report.first_broken;
+
+    backend
+        .raw(&format!("UPDATE audit_trail SET record_json = replace(record_json, 'alice', 'mallory') WHERE seq = {}", seqs[3]))
+        .await;
+    let found = broken(store.audit().verify().await.unwrap());
+    assert!(
+        matches!(&found, Some((seq, ChainBreak::RowHash { stored, .. })) if *seq == seqs[3] && *stored == rows[3].row_sha256),
+        "{found:?}"
+    );
+    backend
+        .raw(&format!("UPDATE audit_trail SET record_json = replace(record_json, 'mallory', 'alice') WHERE seq = {}", seqs[3]))
+        .await;
+    assert!(store.audit().verify().await.unwrap().is_intact());
+
+    backend
+        .raw(&format!(
+            "UPDATE audit_trail SET principal = 'mallory' WHERE seq = {}",
+            seqs[5]
+        ))
+        .await;
+    let found = broken(store.audit().verify().await.unwrap());
+    assert_eq!(
+        found,
+        Some((
+            seqs[5],
+            ChainBreak::Column {
+                column: "principal"
+            }
+        ))
+    );
+    let text = found.unwrap().1.to_string();
+    assert!(text.contains("principal"), "{text}");
+    backend
+        .raw(&format!(
+            "UPDATE audit_trail SET principal = 'alice' WHERE seq = {}",
+            seqs[5]
+        ))
+        .await;
+
+    // A record rewritten with a matching hash: the next row's link no longer holds.
+    let forged = rows[2].entry.record_json.replace("alice", "eve");
+    let forged_sha = audit_row_sha256(&rows[2].prev_sha256, &forged);
+    backend
+        .raw(&format!(
+            "UPDATE audit_trail SET record_json = '{forged}', principal = 'eve', row_sha256 = '{forged_sha}' WHERE seq = {}",
+            seqs[2]
+        ))
+        .await;
+    let found = broken(store.audit().verify().await.unwrap());
+    assert_eq!(
+        found,
+        Some((
+            seqs[3],
+            ChainBreak::PrevLink {
+                expected: forged_sha,
+                found: rows[2].row_sha256.clone()
+            }
+        ))
+    );
+    backend
+        .raw(&format!(
+            "UPDATE audit_trail SET record_json = '{}', principal = 'alice', row_sha256 = '{}' WHERE seq = {}",
+            rows[2].entry.record_json, rows[2].row_sha256, seqs[2]
+        ))
+        .await;
+    assert!(store.audit().verify().await.unwrap().is_intact());
+
+    backend
+        .raw(&format!("DELETE FROM audit_trail WHERE seq = {}", seqs[6]))
+        .await;
+    let report = store.audit().verify().await.unwrap();
+    assert_eq!(report.rows_checked, 9);
+    assert_eq!(
+        report.first_broken,
+        Some((
+            seqs[7],
+            ChainBreak::PrevLink {
+                expected: rows[5].row_sha256.clone(),
+                found: rows[6].row_sha256.clone()
+            }
+        ))
+    );
+    // Deleting the first row too: that is now the first break.
+    backend
+        .raw(&format!("DELETE FROM audit_trail WHERE seq = {}", seqs[0]))
+        .await;
+    let found = broken(store.audit().verify().await.unwrap());
+    assert_eq!(
+        found,
+        Some((
+            seqs[1],
+            ChainBreak::PrevLink {
+                expected: AUDIT_GENESIS.to_owned(),
+                found: rows[0].row_sha256.clone()
+            }
+        ))
+    );
+    store.close().await;
+}
+
+/// A prune removes a prefix of the chain and records its anchor; verify still passes from the
+/// anchor, and appends after it (even after a prune of everything) chain on.
+async fn audit_prune_keeps_an_anchor_the_rest_chains_on(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let audit = store.audit();
+    // p4 is older than p3: a replica's clock behind the others'.
+    let at = [1, 2, 3, 10, 4, 11];
+    let batch: Vec<_> = at
+        .iter()
+        .enumerate()
+        .map(|(i, at_ms)| entry_at(&format!("p{i}"), *at_ms, "alice", "fs", "read", "ok"))
+        .collect();
+    let seqs = audit.append_batch(&batch).await.unwrap();
+    let rows = all_rows(&store).await;
+    assert_eq!(audit.anchor().await.unwrap(), None);
+    assert_eq!(audit.prune_before(1).await.unwrap(), None);
+
+    let anchor = audit.prune_before(5).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            anchor.through_seq,
+            anchor.rows,
+            anchor.anchor_sha256.as_str()
+        ),
+        (seqs[2], 3, rows[2].row_sha256.as_str())
+    );
+    assert_eq!(audit.anchor().await.unwrap(), Some(anchor.clone()));
+    assert_eq!(calls(&all_rows(&store).await), ["p3", "p4", "p5"]);
+    let report = audit.verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(
+        (report.rows_checked, report.first_row, report.pruned),
+        (3, Some(seqs[3]), Some(anchor))
+    );
+
+    let p6 = audit
+        .append_batch(&[entry_at("p6", 12, "alice", "fs", "read", "ok")])
+        .await
+        .unwrap()[0];
+    assert_eq!(audit.verify().await.unwrap().rows_checked, 4);
+    let p6_sha = audit.head().await.unwrap().unwrap().1;
+
+    let everything = audit.prune_before(i64::MAX).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            everything.through_seq,
+            everything.rows,
+            everything.anchor_sha256.as_str()
+        ),
+        (p6, 4, p6_sha.as_str())
+    );
+    assert!(all_rows(&store).await.is_empty());
+    assert_eq!(audit.head().await.unwrap(), Some((p6, p6_sha.clone())));
+    let empty = audit.verify().await.unwrap();
+    assert!(empty.is_intact() && empty.rows_checked == 0);
+    assert_eq!(empty.pruned, Some(everything.clone()));
+
+    let p7 = audit
+        .append_batch(&[entry_at("p7", 20, "alice", "fs", "read", "ok")])
+        .await
+        .unwrap()[0];
+    assert!(p7 > p6);
+    assert_eq!(all_rows(&store).await[0].prev_sha256, p6_sha);
+    let report = audit.verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!((report.rows_checked, report.pruned), (1, Some(everything)));
+    assert_eq!(audit.prune_before(5).await.unwrap(), None);
+    store.close().await;
+}
+
+/// Search matches each filter field and the time range, newest first; pages run oldest first.
+async fn audit_search_and_page_order(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let audit = store.audit();
+    let batch = [
+        entry_at("s0", 100, "alice", "fs", "read_file", "ok"),
+        entry_at("s1", 200, "bob", "fs", "write_file", "tool_error"),
+        entry_at("s2", 300, "alice", "time", "now", "ok"),
+        entry_at(
+            "s3",
+            400,
+            "alice",
+            "fs",
+            "resources/read file:///x",
+            "refused",
+        ),
+        entry_at("s4", 500, "bob", "time", "now", "ok"),
+    ];
+    let seqs = audit.append_batch(&batch).await.unwrap();
+    let search = |filter: AuditFilter, limit: u32| async move {
+        calls(&audit.search(&filter, limit).await.unwrap())
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let some = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        search(
+            AuditFilter {
+                principal: some("alice"),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s3", "s2", "s0"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                server: some("fs"),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s3", "s1", "s0"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                target: some("now"),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s4", "s2"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                target: some("resources/read file:///x"),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s3"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                outcome: some("ok"),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s4", "s2", "s0"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                since_ms: Some(200),
+                until_ms: Some(400),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s2", "s1"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                principal: some("alice"),
+                server: some("fs"),
+                since_ms: Some(200),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s3"]
+    );
+    assert_eq!(search(AuditFilter::default(), 2).await, ["s4", "s3"]);
+    assert!(search(AuditFilter::default(), 0).await.is_empty());
+    assert!(
+        search(
+            AuditFilter {
+                principal: some("nobody"),
+                ..Default::default()
+            },
+            10
+        )
+        .await
+        .is_empty()
+    );
+
+    assert_eq!(calls(&audit.page(0, 2).await.unwrap()), ["s0", "s1"]);
+    assert_eq!(calls(&audit.page(seqs[1], 2).await.unwrap()), ["s2", "s3"]);
+    assert!(audit.page(seqs[4], 10).await.unwrap().is_empty());
+    store.close().await;
+}
+
+/// A record of exactly `bytes` bytes for call `call`.
+fn padded(call: &str, bytes: usize) -> AuditEntry {
+    let record = |pad: &str| {
+        serde_json::json!({
+            "at_ms": 7, "call_id": call, "principal": "alice", "server": "fs",
+            "target": "read_file", "outcome": "ok", "pad": pad,
+        })
+        .to_string()
+    };
+    let base = record("").len();
+    let record = record(&"x".repeat(bytes - base));
+    assert_eq!(record.len(), bytes);
+    AuditEntry {
+        at_ms: 7,
+        call_id: call.to_owned(),
+        principal: "alice".to_owned(),
+        server: "fs".to_owned(),
+        target: "read_file".to_owned(),
+        outcome: "ok".to_owned(),
+        record_json: record,
+    }
+}
+
+/// Each bound is taken at its limit and refused one past it, with an error naming the bound (or
+/// the call), and a refused batch writes nothing.
+async fn audit_bounds_are_refused(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let audit = store.audit();
+    let full: Vec<_> = (0..MAX_AUDIT_BATCH)
+        .map(|i| audit_row(&format!("f{i}")))
+        .collect();
+    assert_eq!(
+        audit.append_batch(&full).await.unwrap().len(),
+        MAX_AUDIT_BATCH
+    );
+    let head = audit.head().await.unwrap();
+
+    let over: Vec<_> = (0..=MAX_AUDIT_BATCH)
+        .map(|i| audit_row(&format!("o{i}")))
+        .collect();
+    let err = audit.append_batch(&over).await.unwrap_err();
+    assert!(matches!(err, StoreError::OverLimit { .. }), "{err}");
+    assert!(
+        err.to_string().contains("MAX_AUDIT_BATCH") && err.to_string().contains("split"),
+        "{err}"
+    );
+    assert_eq!(
+        audit.head().await.unwrap(),
+        head,
+        "a refused batch wrote rows"
+    );
+
+    audit
+        .append_batch(&[padded("at-limit", MAX_AUDIT_RECORD_BYTES)])
+        .await
+        .unwrap();
+    let head = audit.head().await.unwrap();
+    let err = audit
+        .append_batch(&[
+            audit_row("fine"),
+            padded("too-big", MAX_AUDIT_RECORD_BYTES + 1),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::AuditRecordTooLarge { call_id, .. } if call_id == "too-big"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("\"too-big\""), "{err}");
+    let disagreeing = AuditEntry {
+        principal: "mallory".to_owned(),
+        ..audit_row("liar")
+    };
+    let err = audit.append_batch(&[disagreeing]).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::AuditRecordInvalid { call_id, .. } if call_id == "liar"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("principal"), "{err}");
+    assert_eq!(
+        audit.head().await.unwrap(),
+        head,
+        "a refused batch wrote rows"
+    );
+
+    // Enough rows for a full page.
+    audit.append_batch(&full).await.unwrap();
+    assert_eq!(
+        audit.page(0, MAX_AUDIT_PAGE).await.unwrap().len(),
+        MAX_AUDIT_PAGE as usize
+    );
+    for err in [
+        audit.page(0, MAX_AUDIT_PAGE + 1).await.unwrap_err(),
+        audit
+            .search(&AuditFilter::default(), MAX_AUDIT_PAGE + 1)
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(matches!(err, StoreError::OverLimit { .. }), "{err}");
+        assert!(err.to_string().contains("MAX_AUDIT_PAGE"), "{err}");
+    }
+    assert_eq!(
+        audit
+            .search(&AuditFilter::default(), MAX_AUDIT_PAGE)
+            .await
+            .unwrap()
+            .len(),
+        MAX_AUDIT_PAGE as usize
+    );
+    assert!(audit.verify().await.unwrap().is_intact());
+    store.close().await;
+}
+
+/// Batches each of two replicas appends in one race.
+const REPLICA_BATCHES: usize = 25;
+/// Rows per racing batch.
+const REPLICA_BATCH_ROWS: usize = 4;
+
+/// Two gateway replicas on one PostgreSQL append at once: the chain lock keeps one unbroken
+/// chain (without it both would chain on the same tip and fork), and each batch stays contiguous.
+#[tokio::test]
+async fn postgres_replicas_append_one_chain() {
+    let backend = Backend::postgres();
+    let a = Store::open(&backend.location()).await.unwrap();
+    let b = Store::open(&backend.location()).await.unwrap();
+    let batches: Vec<Vec<AuditEntry>> = (0..2 * REPLICA_BATCHES)
+        .map(|i| {
+            (0..REPLICA_BATCH_ROWS)
+                .map(|j| audit_row(&format!("r{i}-{j}")))
+                .collect()
+        })
+        .collect();
+    let appends = batches.iter().enumerate().map(|(i, batch)| {
+        let replica = if i % 2 == 0 { &a } else { &b };
+        async move { replica.audit().append_batch(batch).await.unwrap() }
+    });
+    let seqs = futures::future::join_all(appends).await;
+    let report = a.audit().verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(
+        report.rows_checked,
+        (2 * REPLICA_BATCHES * REPLICA_BATCH_ROWS) as u64
+    );
+    let order: Vec<i64> = all_rows(&b).await.iter().map(|r| r.seq).collect();
+    for batch in seqs {
+        let at = order.iter().position(|s| *s == batch[0]).unwrap();
+        assert_eq!(order[at..at + batch.len()], batch[..]);
+    }
+    a.close().await;
+    b.close().await;
+}
+
+/// A full disk fails the append with an error naming the file and saying to free space; the
+/// batch leaves nothing behind, what was acknowledged before stays, and once there is room again
+/// appends chain on.
+#[tokio::test]
+async fn sqlite_full_disk_is_named_and_keeps_acknowledged_rows() {
+    let backend = Backend::sqlite();
+    let location = backend.location();
+    let file = location.sqlite_file().unwrap();
+    let store = Store::open(&location).await.unwrap();
+    let acknowledged = [audit_row("kept-1"), audit_row("kept-2")];
+    store.audit().append_batch(&acknowledged).await.unwrap();
+    store.cap_sqlite_growth_for_tests(0).await.unwrap();
+    let big: Vec<_> = (0..16)
+        .map(|i| padded(&format!("big-{i}"), MAX_AUDIT_RECORD_BYTES / 2))
+        .collect();
+    let err = store.audit().append_batch(&big).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Full { .. }), "{text}");
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert!(text.contains("free space"), "{text}");
+    assert_eq!(calls(&all_rows(&store).await), ["kept-1", "kept-2"]);
+    assert!(store.audit().verify().await.unwrap().is_intact());
+
+    store.cap_sqlite_growth_for_tests(100_000).await.unwrap();
+    store.audit().append_batch(&big).await.unwrap();
+    store.close().await;
+    let store = Store::open(&location).await.unwrap();
+    let report = store.audit().verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, 18);
+    store.close().await;
 }
