@@ -107,10 +107,35 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
         .as_deref()
         .and_then(|i| serde_json::from_str(i).ok())
         .unwrap_or(Value::Null);
+    let audit = gateway
+        .settings()
+        .telemetry
+        .audit
+        .as_ref()
+        .map(|a| a.status());
+    if let Some(trail) = &audit {
+        if let Some(why) = &trail.failing {
+            healthy = false;
+            lines.push(format!("audit trail ({}): failing ({why})", trail.mode));
+        } else if trail.dropped > 0 {
+            lines.push(format!(
+                "audit trail ({}): {} row(s) dropped since start",
+                trail.mode, trail.dropped
+            ));
+        }
+    }
     let status = if healthy { "healthy" } else { "degraded" };
     let structured = json!({
         "status": status,
         "upstreams": upstreams,
+        "audit": audit.map(|a| json!({
+            "mode": a.mode,
+            "queueDepth": a.queue_depth,
+            "queueCapacity": a.queue_capacity,
+            "written": a.written,
+            "dropped": a.dropped,
+            "failing": a.failing,
+        })),
         "catalogError": gateway.catalog_error(),
         "pinsError": pins.and_then(crate::pins::Pins::error),
         "client": { "revision": client_revision, "info": client_info, "revisionSkew": skew },

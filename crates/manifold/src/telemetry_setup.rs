@@ -106,9 +106,14 @@ pub fn start(cli: &Cli) -> TelemetryGuard {
 /// What the gateway records into, per the configuration: a fresh registry, and call lines that
 /// hide argument values (unless configured otherwise) and every configured secret.
 pub fn telemetry(config: &Config) -> Arc<Telemetry> {
+    Arc::new(fresh_telemetry(config))
+}
+
+/// [`telemetry`] before it is shared, for `serve` to add the audit trail's sink to.
+pub fn fresh_telemetry(config: &Config) -> Telemetry {
     let redactor = Redactor::new(config.secrets().iter().map(|s| s.expose().clone()));
-    Arc::new(Telemetry::new(CallLogPolicy {
+    Telemetry::new(CallLogPolicy {
         arguments: config.telemetry.log_arguments,
         redactor,
-    }))
+    })
 }

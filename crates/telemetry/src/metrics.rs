@@ -90,6 +90,34 @@ pub const AUDIT_WRITE_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0,
 ];
 
+/// The audit writer's metrics: clones share their values with the registry.
+#[derive(Debug, Clone)]
+pub struct AuditMetrics {
+    queue_depth: Gauge,
+    write: Histogram,
+    written: Counter,
+    dropped: Counter,
+}
+
+impl AuditMetrics {
+    /// The audit queue's depth now.
+    pub fn queue_depth(&self, rows: usize) {
+        self.queue_depth
+            .set(i64::try_from(rows).unwrap_or(i64::MAX));
+    }
+
+    /// One batch of `rows` audit rows written in `took`.
+    pub fn batch_written(&self, rows: usize, took: Duration) {
+        self.write.observe(took.as_secs_f64());
+        self.written.inc_by(u64::try_from(rows).unwrap_or(u64::MAX));
+    }
+
+    /// `rows` audit rows dropped (best effort).
+    pub fn dropped(&self, rows: u64) {
+        self.dropped.inc_by(rows);
+    }
+}
+
 type DurationFamily = Family<ToolLabels, Histogram, fn() -> Histogram>;
 type TimestampGauge = Gauge<f64, AtomicU64>;
 
@@ -214,10 +242,7 @@ pub struct Metrics {
     bytes_in: Counter,
     bytes_out: Counter,
     rejected: Vec<Counter>,
-    audit_queue_depth: Gauge,
-    audit_write: Histogram,
-    audit_written: Counter,
-    audit_dropped: Counter,
+    audit: AuditMetrics,
     tools: RwLock<HashMap<String, UpstreamTools>>,
     /// When each upstream last came back after a restart, as last seen by a scrape.
     last_restart_seen: Mutex<HashMap<String, f64>>,
@@ -343,8 +368,12 @@ impl Metrics {
             "Audit rows written to the store, and dropped (best_effort mode, queue full or store failing)",
             audit_rows.clone(),
         );
-        let audit_written = audit_rows.get_or_create_owned(&AuditRowLabels { result: "written" });
-        let audit_dropped = audit_rows.get_or_create_owned(&AuditRowLabels { result: "dropped" });
+        let audit = AuditMetrics {
+            queue_depth: audit_queue_depth,
+            write: audit_write,
+            written: audit_rows.get_or_create_owned(&AuditRowLabels { result: "written" }),
+            dropped: audit_rows.get_or_create_owned(&AuditRowLabels { result: "dropped" }),
+        };
         Metrics {
             registry,
             requests,
@@ -359,32 +388,16 @@ impl Metrics {
             bytes_in,
             bytes_out,
             rejected,
-            audit_queue_depth,
-            audit_write,
-            audit_written,
-            audit_dropped,
+            audit,
             tools: RwLock::new(HashMap::new()),
             last_restart_seen: Mutex::new(HashMap::new()),
             scrape: Mutex::new(()),
         }
     }
 
-    /// The audit queue's depth now.
-    pub fn audit_queue_depth(&self, rows: usize) {
-        self.audit_queue_depth
-            .set(i64::try_from(rows).unwrap_or(i64::MAX));
-    }
-
-    /// One batch of `rows` audit rows written in `took`.
-    pub fn audit_batch_written(&self, rows: usize, took: Duration) {
-        self.audit_write.observe(took.as_secs_f64());
-        self.audit_written
-            .inc_by(u64::try_from(rows).unwrap_or(u64::MAX));
-    }
-
-    /// `rows` audit rows dropped (best effort).
-    pub fn audit_dropped(&self, rows: u64) {
-        self.audit_dropped.inc_by(rows);
+    /// The audit trail's handles, for its writer (which lives outside this crate).
+    pub fn audit(&self) -> AuditMetrics {
+        self.audit.clone()
     }
 
     /// Counts one retry of an idempotent tool call to `upstream` (a configured name: bounded).
@@ -576,10 +589,11 @@ mod tests {
     #[test]
     fn audit_queue_writes_and_drops_are_exposed() {
         let m = Metrics::new();
-        m.audit_queue_depth(7);
-        m.audit_batch_written(3, Duration::from_micros(300));
-        m.audit_batch_written(2, Duration::from_micros(300));
-        m.audit_dropped(4);
+        let audit = m.audit();
+        audit.queue_depth(7);
+        audit.batch_written(3, Duration::from_micros(300));
+        audit.batch_written(2, Duration::from_micros(300));
+        audit.dropped(4);
         let text = m.encode(&Snapshot::default());
         assert_eq!(
             sample(&text, "manifold_audit_queue_depth").as_deref(),

@@ -25,7 +25,7 @@ use manifold_server::BoundServer;
 use super::child_cgroup::ChildCgroup;
 use super::config_watch::{ConfigWatch, POLL};
 use crate::gateway_config::access::access_settings;
-use crate::gateway_config::{pin_policies, upstream_definitions};
+use crate::gateway_config::{Stored, pin_policies, upstream_definitions};
 use crate::report::{CliError, Outcome};
 
 /// How long closing the HTTP server may take after the drain (open connections finish their
@@ -44,6 +44,8 @@ pub struct Running {
     /// The file reloads read; `None` when serve runs on built-in defaults.
     pub source: Option<PathBuf>,
     pub cgroup: Option<ChildCgroup>,
+    /// The gateway's state in the store, for the servers a reload starts.
+    pub stored: Stored,
 }
 
 /// A signal `serve` acts on.
@@ -193,7 +195,7 @@ async fn reload(running: &mut Running, why: &str) {
     };
     match running
         .gateway
-        .reconfigure_with(upstream_definitions(&next), access, drain)
+        .reconfigure_with(upstream_definitions(&next, &running.stored), access, drain)
         .await
     {
         Ok(summary) => {
@@ -242,6 +244,8 @@ fn needs_restart(started: &Config, next: &Config) -> Vec<&'static str> {
     );
     differs("[auth]", started.auth != next.auth);
     differs("[telemetry]", started.telemetry != next.telemetry);
+    differs("[audit]", started.audit != next.audit);
+    differs("[store]", started.store != next.store);
     keys
 }
 
