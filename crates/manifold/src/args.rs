@@ -96,6 +96,11 @@ pub enum Command {
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
+    /// Verify, tail, search or export the audit trail in the store (one row per call).
+    Audit {
+        #[command(subcommand)]
+        action: crate::audit_commands::AuditAction,
+    },
     /// List or approve pinned tool definitions (a changed definition waits for `pins approve`).
     Pins {
         #[command(subcommand)]

@@ -4,6 +4,7 @@
 //! bytes).
 
 mod args;
+mod audit_commands;
 mod client;
 mod config_commands;
 mod doctor;
@@ -80,6 +81,7 @@ fn main() -> ExitCode {
                 insecure_no_auth,
             } => serve::serve(config.as_deref(), *listen, *insecure_no_auth).await,
             Command::Keys { action } => keys::run(action).await,
+            Command::Audit { action } => audit_commands::run(action).await,
             Command::Stdio { config } => serve::stdio(config.as_deref()).await,
             Command::Check { config } => config_commands::check(config.as_deref()).await,
             Command::Doctor { config } => doctor::doctor(config.as_deref()),
