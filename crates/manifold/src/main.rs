@@ -5,6 +5,7 @@
 
 mod args;
 mod audit_commands;
+mod audit_trail;
 mod client;
 mod config_commands;
 mod doctor;
