@@ -18,7 +18,7 @@ pub fn config_path(given: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// `manifold check [CONFIG]`: the report, and what an import of an old `api-keys.json` did.
+/// `manifold check [CONFIG]`: the report, and what importing old files into the store did.
 pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
     let Some(path) = config_path(given) else {
         return Err(CliError::with_hint(
@@ -32,7 +32,7 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
             if !report.ends_with('\n') {
                 println!();
             }
-            import_old_keys(&path).await?;
+            import_old_files(&path).await?;
             Ok(Outcome::Success)
         }
         Err(errors) => Err(CliError::usage(format!(
@@ -42,31 +42,49 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
     }
 }
 
-/// Imports the data dir's old `api-keys.json` into the store, if there is one (the store is not
-/// opened, or created, otherwise), and says on stdout what was imported.
-async fn import_old_keys(path: &Path) -> Result<(), CliError> {
+/// Imports what earlier versions kept in files in the data dir (`api-keys.json`, the `oauth`
+/// token directory) into the store, if any is there (the store is not opened, or created,
+/// otherwise), and says on stdout what was imported.
+async fn import_old_files(path: &Path) -> Result<(), CliError> {
     let config = crate::keys::load_config(Some(path))?;
-    let file = manifold_auth::ApiKeyFile::in_dir(&config.gateway.data_dir);
-    if !file.exists() {
+    let data_dir = &config.gateway.data_dir;
+    let file = manifold_auth::ApiKeyFile::in_dir(data_dir);
+    let token_dir = crate::token_store::old_token_dir(data_dir);
+    if !file.exists() && !token_dir.is_dir() {
         return Ok(());
     }
     let store = crate::key_store::open_for_command(&config).await?;
-    let keys = crate::key_store::api_keys(&store);
-    let imported = keys.import(&file).await;
-    drop(keys);
+    let imported = import_into(&config, &store, &file).await;
     crate::key_store::close(store).await;
-    match imported {
-        Ok(Some(report)) => println!("{}", crate::key_store::describe_import(&file, &report)),
-        Ok(None) => {}
-        Err(e) => {
-            return Err(CliError::with_hint(
-                format!(
-                    "could not import the API keys of {}: {e}",
-                    file.path().display()
-                ),
-                "fix or move the file away, then run manifold check again; nothing was renamed",
-            ));
+    imported
+}
+
+async fn import_into(
+    config: &manifold_config::Config,
+    store: &std::sync::Arc<manifold_store::Store>,
+    file: &manifold_auth::ApiKeyFile,
+) -> Result<(), CliError> {
+    if file.exists() {
+        let keys = crate::key_store::api_keys(store);
+        match keys.import(file).await {
+            Ok(Some(report)) => println!("{}", crate::key_store::describe_import(file, &report)),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(CliError::with_hint(
+                    format!(
+                        "could not import the API keys of {}: {e}",
+                        file.path().display()
+                    ),
+                    "fix or move the file away, then run manifold check again; nothing was renamed",
+                ));
+            }
         }
+    }
+    let tokens = crate::token_store::StoreTokens::new(std::sync::Arc::clone(store), config)?;
+    if let Some(report) =
+        crate::token_store::import_token_files(&config.gateway.data_dir, &tokens).await?
+    {
+        println!("{}", crate::token_store::describe_import(&report));
     }
     Ok(())
 }

@@ -10,6 +10,26 @@ use std::sync::Arc;
 use manifold_config::{Config, ServerKind};
 use manifold_gateway::catalog::naming::{NamingMode, NamingRules};
 use manifold_gateway::{Discovery, GatewaySettings, Scope, UpstreamDefinition};
+use manifold_store::Store;
+use manifold_upstream::auth::TokenStore;
+
+use crate::report::CliError;
+
+/// What the gateway keeps in Manifold's store besides API keys: opened once at start (importing
+/// the files earlier versions kept in `data_dir`), and kept for every reload.
+#[derive(Clone)]
+pub struct Stored {
+    /// Upstream OAuth tokens, sealed at rest.
+    pub tokens: Arc<dyn TokenStore>,
+}
+
+impl Stored {
+    /// The gateway's state in `store`, for `config`.
+    pub async fn open(config: &Config, store: &Arc<Store>) -> Result<Stored, CliError> {
+        let tokens: Arc<dyn TokenStore> = crate::token_store::open(config, store).await?;
+        Ok(Stored { tokens })
+    }
+}
 
 /// What upstreams may learn of a client's capabilities unless told otherwise: everything
 /// Manifold can carry back to the client. A shared legacy connection declares exactly this at
@@ -20,7 +40,7 @@ pub const FORWARDED_CAPABILITIES: &str =
     r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{},"extensions":{}}"#;
 
 /// The core's settings for a configuration.
-pub fn gateway_settings(config: &Config) -> GatewaySettings {
+pub fn gateway_settings(config: &Config, _stored: &Stored) -> GatewaySettings {
     let g = &config.gateway;
     let (rules, rate_limits) = access::access_settings(config);
     GatewaySettings {
@@ -72,17 +92,13 @@ pub fn pin_policies(
 }
 
 /// One definition per enabled server, in configuration order.
-pub fn upstream_definitions(config: &Config) -> Vec<UpstreamDefinition> {
+pub fn upstream_definitions(config: &Config, stored: &Stored) -> Vec<UpstreamDefinition> {
     config
         .enabled_servers()
         .map(|s| {
-            // OAuth servers keep their tokens (from `manifold login`, refreshed) in the data
-            // directory.
-            let target = manifold_upstream::auth::with_token_store(
-                s.target(),
-                &config.gateway.data_dir,
-                &s.name,
-            );
+            // OAuth servers keep their tokens (from `manifold login`, refreshed) in the store.
+            let target =
+                manifold_upstream::auth::with_token_store(s.target(), &stored.tokens, &s.name);
             let mut def = UpstreamDefinition::new(s.name.clone(), target);
             def.prefix = s.prefix.clone();
             def.era = s.era;

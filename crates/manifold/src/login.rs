@@ -4,7 +4,8 @@
 //! The authorization URL is printed for the person to open; a one-shot listener on this
 //! machine's loopback address (a free port, or the configured `redirect_uri`) receives the
 //! authorization server's redirect; manifold-upstream validates it (state, issuer), exchanges the
-//! code with its PKCE verifier and stores the tokens under the data directory.
+//! code with its PKCE verifier and stores the tokens, sealed, in Manifold's store (opened beside
+//! a running gateway, which picks the new tokens up at its next challenge).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,9 +13,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use manifold_config::{Config, ServerKind};
-use manifold_upstream::auth::{
-    AuthError, ConsentDriver, FileTokenStore, HttpAuth, LoginSummary, TOKEN_STORE_DIR,
-};
+use manifold_upstream::auth::{AuthError, ConsentDriver, HttpAuth, LoginSummary, TokenStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use url::Url;
@@ -76,17 +75,22 @@ pub async fn login(given: Option<&Path>, server: &str) -> Result<Outcome, CliErr
                 "free the port named in oauth.redirect_uri, or remove redirect_uri to use any free port",
             )
         })?;
-    let store = Arc::new(FileTokenStore::new(
-        config.gateway.data_dir.join(TOKEN_STORE_DIR),
-    ));
-    let client = client
-        .with_store(store, server)
-        .with_consent(Arc::new(consent));
-    let summary = client
-        .login(spec, server)
-        .await
-        .map_err(|e| login_error(server, e))?;
-    println!("{}", describe(server, &summary));
+    let store = crate::key_store::open_for_command(&config).await?;
+    let summary = match crate::token_store::open(&config, &store).await {
+        Ok(tokens) => {
+            let tokens: Arc<dyn TokenStore> = tokens;
+            let client = client
+                .with_store(tokens, server)
+                .with_consent(Arc::new(consent));
+            client
+                .login(spec, server)
+                .await
+                .map_err(|e| login_error(server, e))
+        }
+        Err(e) => Err(e),
+    };
+    crate::key_store::close(store).await;
+    println!("{}", describe(server, &summary?));
     Ok(Outcome::Success)
 }
 
@@ -99,6 +103,9 @@ fn login_error(server: &str, e: AuthError) -> CliError {
             "register Manifold with the authorization server and set oauth.client_id (and client_secret)"
         }
         AuthError::Store { .. } => "set gateway.data_dir to a directory Manifold can write",
+        AuthError::TokenStore { .. } => {
+            "check [store] and the token key it names (docs/configuration.md, [store] token_key)"
+        }
         _ => "run with -v for the authorization exchanges",
     };
     CliError::with_hint(format!("login to server {server:?} failed: {e}"), hint)

@@ -19,6 +19,7 @@ mod report;
 mod serve;
 mod telemetry_setup;
 mod timestamps;
+mod token_store;
 
 use std::process::ExitCode;
 

@@ -19,7 +19,7 @@ use manifold_gateway::Gateway;
 use manifold_server::{Server, ServerSettings, SessionKey};
 
 use crate::config_commands::config_path;
-use crate::gateway_config::{gateway_settings, upstream_definitions};
+use crate::gateway_config::{Stored, gateway_settings, upstream_definitions};
 use crate::report::{CliError, Outcome};
 
 /// How long `serve` waits for upstreams' first start before it begins answering anyway.
@@ -48,8 +48,14 @@ fn load(given: Option<&Path>) -> Result<(Config, Option<PathBuf>), CliError> {
 }
 
 /// Starts the core and waits (bounded) for the upstreams' first start; refuses a name collision.
-async fn start_gateway(config: &Config) -> Result<Gateway, CliError> {
-    let gateway = Gateway::start(gateway_settings(config), upstream_definitions(config));
+async fn start_gateway(
+    config: &Config,
+    stored: &Stored,
+    telemetry: std::sync::Arc<manifold_telemetry::Telemetry>,
+) -> Result<Gateway, CliError> {
+    let mut settings = gateway_settings(config, stored);
+    settings.telemetry = telemetry;
+    let gateway = Gateway::start(settings, upstream_definitions(config, stored));
     gateway.wait_started(STARTUP_WAIT).await;
     if let Some(collision) = gateway.catalog_error() {
         gateway.shutdown().await;
@@ -107,12 +113,15 @@ pub async fn serve(
     // Held for the gateway's life: on SQLite it also refuses a second gateway on this data_dir.
     let store = crate::key_store::open_for_gateway(&config).await?;
     crate::key_store::import_old_file(&config, &crate::key_store::api_keys(&store)).await?;
+    let stored = Stored::open(&config, &store).await?;
     // Decided before anything starts: who may reach this address, and how they prove it.
     let auth = crate::exposure::authenticator_for(&config, listen, insecure_no_auth, &store)?;
     let signals = lifecycle::Signals::install()?;
     // Before the first child starts, so that every child is born inside; said once listening.
     let containment = child_cgroup::ChildCgroup::enter();
-    let gateway = start_gateway(&config).await?;
+    let fresh = crate::telemetry_setup::fresh_telemetry(&config);
+    let (telemetry, trail) = crate::audit_trail::start(&config, &store, fresh);
+    let gateway = start_gateway(&config, &stored, telemetry).await?;
     let mut settings = server_settings(&config, listen)?;
     settings.auth = auth;
     let server = Server::bind(settings, gateway.clone()).await.map_err(|e| {
@@ -154,8 +163,12 @@ pub async fn serve(
         config,
         source,
         cgroup,
+        stored,
     };
     let outcome = lifecycle::run(running, signals).await;
+    if let Some(trail) = trail {
+        trail.stop().await;
+    }
     crate::key_store::close(store).await;
     outcome
 }
@@ -163,7 +176,11 @@ pub async fn serve(
 /// `manifold stdio [--config FILE]`.
 pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
     let (config, _) = load(given)?;
-    let gateway = start_gateway(&config).await?;
+    // No process lock: several `stdio` processes (one per client) and a `serve` share a data_dir.
+    let store = crate::key_store::open_for_command(&config).await?;
+    let fresh = crate::telemetry_setup::fresh_telemetry(&config);
+    let (telemetry, trail) = crate::audit_trail::start(&config, &store, fresh);
+    let gateway = start_gateway(&config, &Stored::open(&config, &store).await?, telemetry).await?;
     let operators = match stdio_operators(&config, &gateway).await {
         Ok(o) => o,
         Err(e) => {
@@ -178,6 +195,9 @@ pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
         o.shutdown();
     }
     gateway.shutdown().await;
+    if let Some(trail) = trail {
+        trail.stop().await;
+    }
     outcome
         .map(|()| Outcome::Success)
         .map_err(|e| CliError::usage(format!("the stdio connection failed: {e}")))

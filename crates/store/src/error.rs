@@ -95,4 +95,19 @@ pub enum StoreError {
         "the audit record of call {call_id:?} was refused: {reason}; nothing in its batch was written: record_json must be a JSON object whose at_ms, call_id, principal, server, target and outcome equal the entry's columns (AuditEntry::from_record_json builds one that does)"
     )]
     AuditRecordInvalid { call_id: String, reason: String },
+
+    #[error(
+        "the stored OAuth tokens of server {server:?} cannot be decrypted with the key from {key_source}; run `manifold login {server}` again or restore the key"
+    )]
+    Undecryptable { server: String, key_source: String },
+
+    #[error(
+        "the OAuth token key {key_source} cannot be used ({reason}); restore it from a backup, or move it away so that a new one is made (stored OAuth tokens then need `manifold login` again)"
+    )]
+    TokenKey { key_source: String, reason: String },
+
+    #[error(
+        "the OAuth tokens of server {server:?} could not be sealed ({reason}); nothing was stored: retry, and report it if it persists"
+    )]
+    Seal { server: String, reason: String },
 }

@@ -7,6 +7,7 @@ mod api_keys;
 mod audit;
 mod error;
 mod location;
+mod oauth_tokens;
 mod process_lock;
 mod schema;
 mod store;
@@ -20,6 +21,10 @@ pub use audit::{
 pub use error::StoreError;
 pub use location::{
     REDACTED_PASSWORD, SQLITE_FILE_NAME, SQLITE_LOCK_FILE_NAME, StoreLocation, redact_url,
+};
+pub use oauth_tokens::{
+    MAX_SEALED_TOKENS_BYTES, MAX_TOKEN_KEY_FILE_BYTES, MAX_TOKEN_SERVER_LEN, OAuthTokens,
+    SealedTokens, TOKEN_KEY_FILE, TOKEN_KEY_LEN, TokenKey, token_key_file,
 };
 pub use process_lock::MAX_PID_TEXT;
 pub use schema::{MIGRATIONS_TABLE, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, latest_version};

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use manifold_store::{
     AUDIT_GENESIS, ApiKeyRecord, AuditEntry, AuditFilter, AuditRow, ChainBreak, MAX_API_KEY_GRANTS,
     MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, Store, StoreError, StoreLocation,
-    VerifyReport, audit_row_sha256, latest_version, migrator_for,
+    TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -417,6 +417,7 @@ async fn api_keys_keep_grants_and_one_active_name(backend: Backend) {
 }
 
 on_both_backends!(
+    oauth_tokens_are_sealed_and_bound_to_their_server,
     migrates_from_empty,
     newer_schema_is_refused,
     concurrent_writes_all_land,
@@ -651,6 +652,117 @@ async fn postgres_password_never_appears_in_errors() {
         matches!(not_pg, StoreError::NotPostgres { .. }) && !not_pg.to_string().contains(PASSWORD),
         "{not_pg}"
     );
+}
+
+// ------------------------------------------------------------------ OAuth tokens (step 5)
+
+/// The ciphertext column of `server`'s row, read outside the store.
+async fn raw_ciphertext(backend: &Backend, server: &str) -> Vec<u8> {
+    let sql = "SELECT ciphertext FROM oauth_tokens WHERE server = $1";
+    match backend.location() {
+        StoreLocation::Sqlite { data_dir } => {
+            let options = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(data_dir.join("store.sqlite"))
+                .read_only(true);
+            let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+            let bytes = sqlx::query_scalar(sql)
+                .bind(server)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            bytes
+        }
+        StoreLocation::Postgres { url } => {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            let bytes = sqlx::query_scalar(sql)
+                .bind(server)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            bytes
+        }
+    }
+}
+
+const TOKENS_PLAINTEXT: &[u8] =
+    br#"{"access_token":"at-never-stored-plain-9Zk","refresh_token":"rt-x"}"#;
+
+/// Tokens round-trip sealed (the row holds no plaintext, each write a fresh nonce); another key
+/// and a row moved to another server's name are refused with the message that says what to do.
+async fn oauth_tokens_are_sealed_and_bound_to_their_server(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let tokens = store.oauth_tokens();
+    let key = TokenKey::from_bytes(&[7u8; TOKEN_KEY_LEN], "key A").unwrap();
+    assert_eq!(tokens.get("srv").await.unwrap(), None);
+    tokens
+        .put(&key.seal("srv", TOKENS_PLAINTEXT, 10).unwrap())
+        .await
+        .unwrap();
+    let first_cipher = raw_ciphertext(&backend, "srv").await;
+    assert!(
+        !first_cipher
+            .windows(b"at-never-stored-plain".len())
+            .any(|w| w == b"at-never-stored-plain"),
+        "the row holds the token in the clear"
+    );
+    let stored = tokens.get("srv").await.unwrap().unwrap();
+    assert_eq!(stored.server(), "srv");
+    assert_eq!(stored.updated_at_ms(), 10);
+    assert_eq!(key.open(&stored).unwrap(), TOKENS_PLAINTEXT);
+
+    // A write replaces the row under a new nonce; an import never replaces it.
+    tokens
+        .put(&key.seal("srv", TOKENS_PLAINTEXT, 11).unwrap())
+        .await
+        .unwrap();
+    assert_ne!(raw_ciphertext(&backend, "srv").await, first_cipher);
+    let imported = key.seal("srv", b"older", 1).unwrap();
+    assert!(!tokens.insert_new(&imported).await.unwrap());
+    assert_eq!(
+        key.open(&tokens.get("srv").await.unwrap().unwrap())
+            .unwrap(),
+        TOKENS_PLAINTEXT
+    );
+
+    let other_key = TokenKey::from_bytes(&[8u8; TOKEN_KEY_LEN], "key B").unwrap();
+    let wrong = other_key
+        .open(&tokens.get("srv").await.unwrap().unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(&wrong, StoreError::Undecryptable { server, key_source } if server == "srv" && key_source == "key B"),
+        "{wrong}"
+    );
+    assert_eq!(
+        wrong.to_string(),
+        "the stored OAuth tokens of server \"srv\" cannot be decrypted with the key from key B; run `manifold login srv` again or restore the key"
+    );
+
+    // A row moved under another server's name does not open, even with the right key.
+    backend
+        .raw("UPDATE oauth_tokens SET server = 'elsewhere' WHERE server = 'srv'")
+        .await;
+    assert_eq!(tokens.get("srv").await.unwrap(), None);
+    let moved = key
+        .open(&tokens.get("elsewhere").await.unwrap().unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(&moved, StoreError::Undecryptable { server, .. } if server == "elsewhere"),
+        "{moved}"
+    );
+
+    assert!(
+        tokens
+            .insert_new(&key.seal("second", b"{}", 12).unwrap())
+            .await
+            .unwrap()
+    );
+    assert_eq!(tokens.servers().await.unwrap(), ["elsewhere", "second"]);
+    assert!(tokens.delete("elsewhere").await.unwrap());
+    assert!(!tokens.delete("elsewhere").await.unwrap());
+    assert_eq!(tokens.servers().await.unwrap(), ["second"]);
+    store.close().await;
 }
 
 /// Rows one `append_batch` call chains on the one before, across batches and pages; verify walks

@@ -753,7 +753,7 @@ async fn login_stores_credentials_that_a_later_client_uses_without_the_user() {
         summary.stored_at.as_deref(),
         Some(dir.join("oauth/srv.json").to_str().unwrap())
     );
-    let stored = store.load("srv").unwrap().unwrap();
+    let stored = store.load("srv").await.unwrap().unwrap();
     assert_eq!(stored.tokens.access_token, "at-1");
 
     // A new process: fresh state, the store, and nobody to ask.

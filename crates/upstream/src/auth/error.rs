@@ -83,6 +83,10 @@ pub enum AuthError {
         action: String,
         detail: String,
     },
+    /// A [`super::TokenStore`] other than the file store failed; `detail` says where, and what
+    /// to do.
+    #[error("{detail}")]
+    TokenStore { detail: String },
     #[error("the OAuth settings are not usable: {detail}")]
     Settings { detail: String },
     #[error("the user's consent was not obtained: {detail}")]

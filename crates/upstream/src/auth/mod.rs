@@ -28,7 +28,6 @@ pub mod settings;
 pub mod store;
 pub mod token;
 
-use std::path::Path;
 use std::sync::Arc;
 
 pub use consent::{ConsentDriver, HeadlessConsent};
@@ -36,11 +35,12 @@ pub use error::AuthError;
 pub use request::RequestAuthorizer;
 pub use session::{LoginSummary, OAuthClient};
 pub use settings::{Grant, OAuthSettings};
-pub use store::{FileTokenStore, StoredCredentials, TokenStore};
+pub use store::{FileTokenStore, StoredCredentials, TokenFile, TokenStore, TokenStoreFuture};
 
 use crate::connect::{HttpSpec, Target};
 
-/// The directory, under the data directory, that holds stored OAuth credentials.
+/// The directory, under the data directory, where earlier versions kept OAuth credentials (one
+/// file per server); Manifold imports it into its store once.
 pub const TOKEN_STORE_DIR: &str = "oauth";
 
 /// How requests to one HTTP server are authorized, beyond its static headers.
@@ -94,18 +94,16 @@ impl std::fmt::Debug for HttpAuth {
     }
 }
 
-/// Gives an HTTP target's OAuth client a token store under `data_dir`, so that tokens obtained
-/// by `manifold login`, and refreshed ones, persist. Other targets come back unchanged.
-pub fn with_token_store(mut target: Target, data_dir: &Path, server: &str) -> Target {
+/// Gives an HTTP target's OAuth client `store`, so that tokens obtained by `manifold login`, and
+/// refreshed ones, persist. Other targets, and clients that have a store, come back unchanged.
+pub fn with_token_store(mut target: Target, store: &Arc<dyn TokenStore>, server: &str) -> Target {
     if let Target::Http(HttpSpec {
         auth: HttpAuth::OAuth(client),
         ..
     }) = &mut target
         && !client.has_store()
     {
-        let store: Arc<dyn TokenStore> =
-            Arc::new(FileTokenStore::new(data_dir.join(TOKEN_STORE_DIR)));
-        *client = client.with_store(store, server);
+        *client = client.with_store(Arc::clone(store), server);
     }
     target
 }

@@ -170,9 +170,9 @@ impl OAuthClient {
         }
     }
 
-    fn stored(&self, binding: &Binding) -> Option<StoredCredentials> {
+    async fn stored(&self, binding: &Binding) -> Option<StoredCredentials> {
         let (store, name) = self.store.as_ref()?;
-        match store.load(name) {
+        match store.load(name).await {
             Ok(Some(c)) if resource_covers(&c.resource, &binding.server_url) => Some(c),
             Ok(Some(_)) => {
                 tracing::info!(server = %binding.server, "stored credentials are for another resource (the URL changed?); not used");
@@ -186,9 +186,9 @@ impl OAuthClient {
         }
     }
 
-    fn persist(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+    async fn persist(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         let saved = match &self.store {
-            Some((store, name)) => store.save(name, &credentials),
+            Some((store, name)) => store.save(name, &credentials).await,
             None => Ok(()),
         };
         self.set_current(credentials, true);
@@ -197,8 +197,8 @@ impl OAuthClient {
 
     /// Persists, logging (not failing) when the store cannot be written: the token still works
     /// for this process.
-    fn persist_quietly(&self, binding: &Binding, credentials: StoredCredentials) {
-        if let Err(e) = self.persist(credentials) {
+    async fn persist_quietly(&self, binding: &Binding, credentials: StoredCredentials) {
+        if let Err(e) = self.persist(credentials).await {
             tracing::warn!(server = %binding.server, error = %e, "new tokens could not be stored; they will be lost at exit");
         }
     }
@@ -212,7 +212,7 @@ impl OAuthClient {
             return;
         }
         if self.current().is_none()
-            && let Some(c) = self.stored(binding)
+            && let Some(c) = self.stored(binding).await
         {
             self.set_current(c, false);
         }
@@ -234,7 +234,7 @@ impl OAuthClient {
         match self.renew(binding, &current.credentials).await {
             Ok(renewed) => {
                 let token = renewed.tokens.access_token.clone();
-                self.persist_quietly(binding, renewed);
+                self.persist_quietly(binding, renewed).await;
                 Some(token)
             }
             Err(e) => {
@@ -330,7 +330,7 @@ impl OAuthClient {
             });
         }
         // Another process (`manifold login`) may have stored newer credentials.
-        if let Some(stored) = self.stored(binding)
+        if let Some(stored) = self.stored(binding).await
             && Some(stored.tokens.access_token.as_str()) != used
             && !flow.dropped.contains(&stored.tokens.access_token)
             && !stored.tokens.expires_soon(token::now())
@@ -348,7 +348,7 @@ impl OAuthClient {
         {
             match self.renew(binding, prev).await {
                 Ok(renewed) => {
-                    self.persist_quietly(binding, renewed);
+                    self.persist_quietly(binding, renewed).await;
                     return Ok(());
                 }
                 Err(e) => {
@@ -365,7 +365,7 @@ impl OAuthClient {
         }
         *lock(&self.shared.current) = None;
         let credentials = self.obtain(binding, &mut flow, &discovered, scope).await?;
-        self.persist_quietly(binding, credentials);
+        self.persist_quietly(binding, credentials).await;
         Ok(())
     }
 
@@ -396,7 +396,7 @@ impl OAuthClient {
             return Ok(false);
         }
         let credentials = self.obtain(binding, &mut flow, &discovered, scope).await?;
-        self.persist_quietly(binding, credentials);
+        self.persist_quietly(binding, credentials).await;
         Ok(true)
     }
 
@@ -656,7 +656,7 @@ impl OAuthClient {
                 .as_ref()
                 .map(|(store, name)| store.describe(name)),
         };
-        self.persist(credentials)?;
+        self.persist(credentials).await?;
         self.shared.loaded.store(true, Ordering::Release);
         Ok(summary)
     }
