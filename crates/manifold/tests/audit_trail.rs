@@ -34,6 +34,22 @@ struct Serving {
     data: PathBuf,
 }
 
+/// `manifold keys create NAME --groups GROUPS --config CONFIG`: the key, printed once.
+fn create_key(config: &Path, name: &str, groups: &str) -> String {
+    let out = Command::new(MANIFOLD)
+        .args(["keys", "create", name, "--groups", groups, "--config"])
+        .arg(config)
+        .env("AUDIT_TEST_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 impl Drop for Serving {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -41,7 +57,7 @@ impl Drop for Serving {
     }
 }
 
-fn serve(name: &str, extra: &str) -> Serving {
+fn write_config(name: &str, extra: &str) -> PathBuf {
     let dir = manifold_testkit::fresh_dir(&format!("audit-trail-{name}")).unwrap();
     let data = dir.join("data");
     let peer = manifold_testkit::test_peer().unwrap();
@@ -55,9 +71,19 @@ fn serve(name: &str, extra: &str) -> Serving {
         ),
     )
     .unwrap();
+    config
+}
+
+fn serve(name: &str, extra: &str) -> Serving {
+    serve_config(&write_config(name, extra))
+}
+
+fn serve_config(config: &Path) -> Serving {
+    let dir = config.parent().unwrap().to_path_buf();
+    let data = dir.join("data");
     let mut child = Command::new(MANIFOLD)
         .args(["serve", "--config"])
-        .arg(&config)
+        .arg(config)
         .current_dir(&dir)
         .env("XDG_DATA_HOME", dir.join("xdg"))
         .env("AUDIT_TEST_SECRET", SECRET)
@@ -108,6 +134,18 @@ async fn request(
     url: &str,
     id: u64,
     method: &str,
+    params: Value,
+) -> Option<Value> {
+    request_as(http, url, None, id, method, params).await
+}
+
+/// [`request`] with `Authorization: Bearer KEY` when a key is given.
+async fn request_as(
+    http: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    id: u64,
+    method: &str,
     mut params: Value,
 ) -> Option<Value> {
     params["_meta"] = json!({
@@ -122,8 +160,11 @@ async fn request(
         .unwrap_or_default()
         .to_owned();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let response = http
-        .post(url)
+    let mut post = http.post(url);
+    if let Some(key) = key {
+        post = post.bearer_auth(key);
+    }
+    let response = post
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", MODERN)
@@ -430,4 +471,42 @@ async fn in_best_effort_mode_kill_9_loses_at_most_the_queue_and_the_chain_holds(
         .unwrap();
     assert!(!found.is_empty());
     search.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_credential_and_a_keyed_caller_are_both_on_the_record() {
+    let config = write_config("keys", "[auth]\napi_keys = true\n");
+    let key = create_key(&config, "alice", "ops,dev");
+    let gw = serve_config(&config);
+    let http = http();
+    let answered = request_as(
+        &http,
+        &gw.url,
+        Some(&key),
+        1,
+        "tools/call",
+        json!({"name": "peer__echo", "arguments": {"message": "keyed"}}),
+    )
+    .await
+    .unwrap();
+    assert!(answered["result"].is_object(), "{answered}");
+    let refused = http
+        .post(&gw.url)
+        .header("content-type", "application/json")
+        .header("authorization", "Bearer mfk_not-a-real-key")
+        .body(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let data = gw.stop().await;
+    let records: Vec<Value> = rows(&data).await.iter().map(record).collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["principal"], "alice");
+    assert_eq!(records[0]["groups"], json!(["ops", "dev"]));
+    assert_eq!(records[0]["outcome"], "ok");
+    assert_eq!(records[1]["outcome"], "unauthenticated");
+    assert_eq!(records[1]["principal"], "-");
+    assert_eq!(records[1]["target"], "POST /mcp");
+    assert!(!records[1].to_string().contains("not-a-real-key"));
 }

@@ -33,10 +33,12 @@ pub enum AuditOutcome {
     InputRequired,
     /// Refused because the audit trail could not be written (`mode = "required"`).
     AuditUnavailable,
+    /// Refused at the HTTP edge: no valid credentials (401).
+    Unauthenticated,
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 9] = [
+    pub const ALL: [AuditOutcome; 10] = [
         AuditOutcome::Ok,
         AuditOutcome::ToolError,
         AuditOutcome::RpcError,
@@ -46,6 +48,7 @@ impl AuditOutcome {
         AuditOutcome::Cancelled,
         AuditOutcome::InputRequired,
         AuditOutcome::AuditUnavailable,
+        AuditOutcome::Unauthenticated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +62,7 @@ impl AuditOutcome {
             AuditOutcome::Cancelled => "cancelled",
             AuditOutcome::InputRequired => "input_required",
             AuditOutcome::AuditUnavailable => "audit_unavailable",
+            AuditOutcome::Unauthenticated => "unauthenticated",
         }
     }
 }

@@ -101,24 +101,47 @@ pub(crate) async fn meter(
     }
     let telemetry = Arc::clone(&state.gateway.settings().telemetry);
     let trace = trace_headers(request.headers());
+    let edge = EdgeRequest::of(&request);
     let request = request.map(|body| Body::new(Metered::new(body, &telemetry, Direction::In)));
-    let response = HTTP_TRACE.scope(trace, next.run(request)).await;
+    let response = HTTP_TRACE.scope(trace.clone(), next.run(request)).await;
     let status = response.status();
     let refused = (status.is_client_error() || status.is_server_error())
         && response.extensions().get::<GatewayAnswer>().is_none();
     let response = if refused {
-        count_refusal(&telemetry, response).await
+        let (response, reason) = count_refusal(&telemetry, response).await;
+        crate::http::audited_refusal::record(&telemetry, reason, &edge, trace.as_ref());
+        response
     } else {
         response
     };
     response.map(|body| Body::new(Metered::new(body, &telemetry, Direction::Out)))
 }
 
+/// What the audit row of an edge refusal says about the request.
+pub(crate) struct EdgeRequest {
+    pub method_and_path: String,
+    pub bytes_in: u64,
+}
+
+impl EdgeRequest {
+    fn of(request: &Request) -> EdgeRequest {
+        EdgeRequest {
+            method_and_path: format!("{} {}", request.method(), request.uri().path()),
+            bytes_in: request
+                .headers()
+                .get(axum::http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        }
+    }
+}
+
 /// Counts a refusal by the reason it names (extension), or by its status and error code.
-async fn count_refusal(telemetry: &Telemetry, response: Response) -> Response {
+async fn count_refusal(telemetry: &Telemetry, response: Response) -> (Response, RejectReason) {
     if let Some(Refused(reason)) = response.extensions().get::<Refused>().copied() {
         telemetry.metrics.rejected(reason);
-        return response;
+        return (response, reason);
     }
     let status = response.status().as_u16();
     let short = response
@@ -127,10 +150,9 @@ async fn count_refusal(telemetry: &Telemetry, response: Response) -> Response {
         .upper()
         .is_some_and(|n| n <= MAX_REFUSAL_BODY);
     if !short {
-        telemetry
-            .metrics
-            .rejected(RejectReason::classify(status, None));
-        return response;
+        let reason = RejectReason::classify(status, None);
+        telemetry.metrics.rejected(reason);
+        return (response, reason);
     }
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, MAX_REFUSAL_BODY as usize)
@@ -144,10 +166,9 @@ async fn count_refusal(telemetry: &Telemetry, response: Response) -> Response {
                 .flatten()
         })
         .and_then(|c| c.trim().parse::<i64>().ok());
-    telemetry
-        .metrics
-        .rejected(RejectReason::classify(status, code));
-    Response::from_parts(parts, Body::from(bytes))
+    let reason = RejectReason::classify(status, code);
+    telemetry.metrics.rejected(reason);
+    (Response::from_parts(parts, Body::from(bytes)), reason)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! then authentication (`authn.rs`); `/healthz`, `/readyz` and `/metrics` for operators beside them
 //! (or on their own listener), and the OAuth protected resource metadata.
 
+pub mod audited_refusal;
 pub mod authn;
 pub mod content_type;
 pub mod drain;
