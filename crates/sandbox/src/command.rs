@@ -11,6 +11,7 @@ use std::process::{Child, Command};
 use crate::cgroup::Cgroup;
 use crate::error::SandboxError;
 use crate::launch::{LauncherMessage, PLAN_ENV, Plan};
+use crate::probe::ForcedProbe;
 use crate::spec::{Control, Enforcement, Report, SandboxSpec, State};
 
 /// Largest report the gateway reads from a launcher.
@@ -45,6 +46,8 @@ pub struct Sandboxed<C> {
 
 impl SandboxedCommand {
     /// Prepares the server's dirs and cgroup. Refuses here when a required limit has no cgroup.
+    /// In a debug build, `MANIFOLD_SANDBOX_FORCE_PROBE` goes into the plan (see [`ForcedProbe`]);
+    /// a value that does not parse is a `Setup` error naming it.
     pub fn new<S: AsRef<OsStr>>(
         launcher: &Path,
         spec: &SandboxSpec,
@@ -54,6 +57,10 @@ impl SandboxedCommand {
         std::fs::metadata(launcher).map_err(|source| SandboxError::Launcher {
             path: launcher.into(),
             source,
+        })?;
+        let forced = ForcedProbe::from_env().map_err(|detail| SandboxError::Setup {
+            control: Control::Namespaces,
+            detail,
         })?;
         prepare_dirs(spec)?;
         let (cgroup, cgroup_states) = Cgroup::create(spec);
@@ -75,6 +82,7 @@ impl SandboxedCommand {
                 .any(|s| s.control == Control::Memory && s.state == State::Enforced),
             cgroup_kills_tree: cgroup.as_ref().is_some_and(Cgroup::kills_tree),
             gateway_pid: std::process::id(),
+            forced,
         };
         Ok(Self {
             command,
@@ -82,6 +90,12 @@ impl SandboxedCommand {
             cgroup,
             cgroup_states,
         })
+    }
+
+    /// Pretends the host is weaker than it is, whatever the environment says: a test of the
+    /// fallbacks. The launcher honours it only in a debug build.
+    pub fn force_probe(&mut self, forced: ForcedProbe) {
+        self.plan.forced = Some(forced);
     }
 
     /// The launcher's command, for stdio, env (`env_clear` is fine: the plan is added at spawn),

@@ -68,9 +68,11 @@ pub struct LandlockPaths {
 
 /// no_new_privs, then Landlock paths, TCP (when the network is none) and scopes (signals, abstract
 /// unix sockets) so the server cannot reach anything outside its own domain.
+/// `forced_abi` (a test's pretended older kernel) caps the rules at that ABI, as the kernel would.
 pub fn no_new_privs_and_landlock(
     paths: &LandlockPaths,
     network: Network,
+    forced_abi: Option<i64>,
     report: &mut Report,
 ) -> Result<(), String> {
     nix::sys::prctl::set_no_new_privs()
@@ -90,7 +92,28 @@ pub fn no_new_privs_and_landlock(
         },
         detail,
     );
-    match landlock(paths, network) {
+    let abi = forced_abi.map_or(LANDLOCK_ABI, |n| {
+        ABI::from(i32::try_from(n).unwrap_or(i32::MAX)).min(LANDLOCK_ABI)
+    });
+    if abi == ABI::Unsupported {
+        report.push(
+            Control::Landlock,
+            State::Missing,
+            "landlock_create_ruleset: EOPNOTSUPP (forced by MANIFOLD_SANDBOX_FORCE_PROBE=landlock-abi=0); boot with lsm=landlock,...",
+        );
+        return Ok(());
+    }
+    match landlock(paths, network, abi) {
+        Ok(status) if abi < LANDLOCK_ABI && status.ruleset != RulesetStatus::NotEnforced => {
+            report.push(
+                Control::Landlock,
+                State::Partial,
+                format!(
+                    "kernel offers abi {abi:?} of {LANDLOCK_ABI:?} (forced by MANIFOLD_SANDBOX_FORCE_PROBE): {}; a newer kernel enforces every rule",
+                    landlock_gaps(abi)
+                ),
+            );
+        }
         Ok(status) => {
             let (state, detail) = match status.ruleset {
                 RulesetStatus::FullyEnforced => (
@@ -120,18 +143,38 @@ pub fn no_new_privs_and_landlock(
     Ok(())
 }
 
+/// What an older ABI leaves out, for the report.
+fn landlock_gaps(abi: ABI) -> String {
+    let gaps = [
+        (ABI::V2, "no REFER (file moves between dirs)"),
+        (ABI::V3, "no TRUNCATE"),
+        (ABI::V4, "no TCP rules"),
+        (ABI::V5, "no device ioctl rules"),
+        (ABI::V6, "no signal or abstract-socket scopes"),
+    ];
+    gaps.iter()
+        .filter(|(since, _)| abi < *since)
+        .map(|(_, gap)| *gap)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Rules for `abi`; network and scope rules are left out where `abi` has none (an empty set is
+/// an error to the landlock crate).
 fn landlock(
     paths: &LandlockPaths,
     network: Network,
+    abi: ABI,
 ) -> Result<RestrictionStatus, landlock::RulesetError> {
-    let abi = LANDLOCK_ABI;
     let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi))?;
-    if network == Network::None {
+    if network == Network::None && !AccessNet::from_all(abi).is_empty() {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
+    if !Scope::from_all(abi).is_empty() {
+        ruleset = ruleset.scope(Scope::from_all(abi))?;
+    }
     ruleset
-        .scope(Scope::from_all(abi))?
         .create()?
         .add_rules(path_beneath_rules(
             existing(&paths.read),
@@ -308,5 +351,16 @@ mod tests {
             "clone is filtered by flags, never denied outright"
         );
         assert!(DENIED_SYSCALLS.contains(&libc::SYS_ptrace));
+    }
+
+    #[test]
+    fn older_abis_name_what_they_leave_out() {
+        assert_eq!(landlock_gaps(LANDLOCK_ABI), "");
+        let v1 = landlock_gaps(ABI::V1);
+        assert!(
+            v1.contains("REFER") && v1.contains("TCP") && v1.contains("scopes"),
+            "{v1}"
+        );
+        assert!(!landlock_gaps(ABI::V4).contains("TCP"));
     }
 }

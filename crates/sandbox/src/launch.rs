@@ -15,6 +15,7 @@ use nix::unistd::{ForkResult, Gid, Uid};
 use serde::{Deserialize, Serialize};
 
 use crate::confine::{LandlockPaths, no_new_privs_and_landlock, rlimits, seccomp};
+use crate::probe::ForcedProbe;
 use crate::root::{HOME, OUTPUT, RootPlan, WORKSPACE};
 use crate::spec::{Control, Network, Report, SandboxSpec, State};
 
@@ -35,6 +36,18 @@ pub struct Plan {
     pub cgroup_kills_tree: bool,
     /// The gateway's pid: a launcher whose parent is already another process exits at once.
     pub gateway_pid: u32,
+    /// A weaker host to pretend (tests of the fallbacks); ignored by a release launcher.
+    #[serde(default)]
+    pub forced: Option<ForcedProbe>,
+}
+
+impl Plan {
+    /// The forced answer this launcher honours: none in a release build.
+    fn forced(&self) -> ForcedProbe {
+        self.forced
+            .filter(|_| cfg!(debug_assertions))
+            .unwrap_or_default()
+    }
 }
 
 /// One line on the report pipe.
@@ -139,13 +152,18 @@ fn stage1(channel: &mut Channel, report: &mut Report) -> Result<ExitCode, (Contr
     };
     drop_uid(spec)?;
     let tier_a = match (root_plan, spec.namespaces) {
-        (Some(root), true) => match unshare(spec) {
+        (Some(root), true) => match unshare(spec, plan.forced()) {
             Ok(()) => Some(root),
             Err(e) => {
+                // The probe names the sysctl or AppArmor setting when one is the cause.
+                let fix = match crate::probe::user_namespaces() {
+                    Err(why) if !plan.forced().no_userns => why,
+                    _ => "allow unprivileged user namespaces (sysctl or an AppArmor profile for manifold)".into(),
+                };
                 report.push(
                     Control::Namespaces,
                     State::Missing,
-                    format!("{e}; allow unprivileged user namespaces (sysctl or AppArmor profile)"),
+                    format!("fallback tier: {e}; {fix}"),
                 );
                 None
             }
@@ -214,7 +232,10 @@ fn drop_uid(spec: &SandboxSpec) -> Step {
     nix::sys::prctl::set_dumpable(true).map_err(|e| fail("prctl(PR_SET_DUMPABLE)", e))
 }
 
-fn unshare(spec: &SandboxSpec) -> Result<(), String> {
+fn unshare(spec: &SandboxSpec, forced: ForcedProbe) -> Result<(), String> {
+    if forced.no_userns {
+        return Err(format!("unshare: {}", crate::probe::FORCED_USERNS_TEXT));
+    }
     let mut flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
@@ -247,8 +268,16 @@ fn confine_and_exec(
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     let paths = filesystem(spec, root, report)?;
     rlimits(spec, plan.memory_cgroup, report);
-    no_new_privs_and_landlock(&paths.landlock, spec.network, report)
-        .map_err(|e| (Control::NoNewPrivs, e))?;
+    no_new_privs_and_landlock(
+        &paths.landlock,
+        spec.network,
+        plan.forced().landlock_abi,
+        report,
+    )
+    .map_err(|e| (Control::NoNewPrivs, e))?;
+    if root.is_none() {
+        fallback_filesystem_state(report);
+    }
     network_state(spec, root.is_some(), report);
     tree_kill_state(plan.cgroup_kills_tree, root.is_some(), report);
     if spec.seccomp {
@@ -365,6 +394,40 @@ fn filesystem(
         home,
         tmp,
     })
+}
+
+/// Without the minimal root, the filesystem control is only as good as Landlock: partial at best
+/// (the host mount namespace shows other processes in /proc), missing when Landlock is.
+fn fallback_filesystem_state(report: &mut Report) {
+    let landlock = report
+        .enforcements
+        .iter()
+        .rev()
+        .find(|e| e.control == Control::Landlock)
+        .map(|e| (e.state, e.detail.clone()));
+    let (state, detail) = match landlock {
+        Some((State::Enforced, _)) => (
+            State::Partial,
+            "Landlock paths only in the host mount namespace (other processes visible in /proc)"
+                .to_string(),
+        ),
+        Some((State::Partial, why)) => (
+            State::Partial,
+            format!(
+                "Landlock paths only in the host mount namespace, and Landlock is partial ({why})"
+            ),
+        ),
+        Some((_, why)) => (
+            State::Missing,
+            format!("no minimal root and no Landlock ({why}): the server sees the host's files"),
+        ),
+        None => (
+            State::Missing,
+            "no minimal root and Landlock was not applied: the server sees the host's files"
+                .to_string(),
+        ),
+    };
+    report.set(Control::Filesystem, state, detail);
 }
 
 /// Whether every process of the server dies with it, and by what.

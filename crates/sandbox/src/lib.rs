@@ -14,5 +14,5 @@ mod sys;
 
 pub use command::{LAUNCHER_NAME, MAX_REPORT_BYTES, Sandboxed, SandboxedCommand, default_launcher};
 pub use error::SandboxError;
-pub use probe::{HostProbe, probe};
+pub use probe::{FORCE_PROBE_ENV, ForcedProbe, HostProbe, probe};
 pub use spec::{Control, Enforcement, Network, Report, SandboxSpec, State};

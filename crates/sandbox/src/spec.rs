@@ -58,6 +58,40 @@ pub enum Control {
     TreeKill,
 }
 
+impl Control {
+    /// Every control, in the order reports and health list them.
+    pub const ALL: [Control; 11] = [
+        Control::Namespaces,
+        Control::Filesystem,
+        Control::Network,
+        Control::Memory,
+        Control::Pids,
+        Control::Cpu,
+        Control::Rlimits,
+        Control::NoNewPrivs,
+        Control::Landlock,
+        Control::Seccomp,
+        Control::TreeKill,
+    ];
+
+    /// The name used in `require`, health JSON and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Control::Namespaces => "namespaces",
+            Control::Filesystem => "filesystem",
+            Control::Network => "network",
+            Control::Memory => "memory",
+            Control::Pids => "pids",
+            Control::Cpu => "cpu",
+            Control::Rlimits => "rlimits",
+            Control::NoNewPrivs => "no_new_privs",
+            Control::Landlock => "landlock",
+            Control::Seccomp => "seccomp",
+            Control::TreeKill => "tree_kill",
+        }
+    }
+}
+
 /// How far one control was applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +100,24 @@ pub enum State {
     Partial,
     Missing,
     Off,
+}
+
+impl State {
+    /// The name used in health JSON and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Enforced => "enforced",
+            State::Partial => "partial",
+            State::Missing => "missing",
+            State::Off => "off",
+        }
+    }
+
+    /// Weaker than configured: the server runs, but health calls its sandbox degraded. `Off` is
+    /// the configuration's own choice, not a shortfall.
+    pub fn is_degraded(self) -> bool {
+        matches!(self, State::Partial | State::Missing)
+    }
 }
 
 /// The applied state of one control, with what the kernel said (errno) and how to fix it.
@@ -105,6 +157,29 @@ impl Report {
     pub(crate) fn push(&mut self, control: Control, state: State, detail: impl Into<String>) {
         self.enforcements
             .push(Enforcement::new(control, state, detail));
+    }
+
+    /// Replaces what was reported for `control` (a later step learnt more), or adds it.
+    pub(crate) fn set(&mut self, control: Control, state: State, detail: impl Into<String>) {
+        self.enforcements.retain(|e| e.control != control);
+        self.push(control, state, detail);
+    }
+
+    /// The last word on each control, in [`Control::ALL`] order (a control reported twice, e.g.
+    /// by the gateway's cgroup step and again by the launcher, shows its later state).
+    pub fn controls(&self) -> Vec<&Enforcement> {
+        Control::ALL
+            .iter()
+            .filter_map(|c| self.enforcements.iter().rev().find(|e| e.control == *c))
+            .collect()
+    }
+
+    /// The controls that are partial or missing: what makes a sandbox degraded.
+    pub fn degraded(&self) -> Vec<&Enforcement> {
+        self.controls()
+            .into_iter()
+            .filter(|e| e.state.is_degraded())
+            .collect()
     }
 
     /// The first control in `require` that is not enforced.
@@ -207,6 +282,58 @@ mod tests {
         assert!(spec.seccomp && spec.namespaces);
         assert_eq!(spec.require, vec![Control::Filesystem, Control::Network]);
         assert_eq!(DEFAULT_ROOT_RUN_AS, (65534, 65534));
+    }
+
+    #[test]
+    fn controls_lists_each_once_with_its_last_state_and_degraded_picks_the_shortfalls() {
+        let mut report = Report::default();
+        report.push(Control::Memory, State::Missing, "no cgroup yet");
+        report.push(Control::Namespaces, State::Missing, "unshare: EPERM");
+        report.push(Control::Memory, State::Enforced, "cgroup v1");
+        report.push(Control::Network, State::Off, "host");
+        report.set(Control::Filesystem, State::Enforced, "root");
+        report.set(Control::Filesystem, State::Partial, "landlock abi 1");
+        let listed: Vec<(Control, State)> = report
+            .controls()
+            .iter()
+            .map(|e| (e.control, e.state))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (Control::Namespaces, State::Missing),
+                (Control::Filesystem, State::Partial),
+                (Control::Network, State::Off),
+                (Control::Memory, State::Enforced),
+            ]
+        );
+        let degraded: Vec<Control> = report.degraded().iter().map(|e| e.control).collect();
+        assert_eq!(degraded, vec![Control::Namespaces, Control::Filesystem]);
+        assert_eq!(
+            report
+                .enforcements
+                .iter()
+                .filter(|e| e.control == Control::Filesystem)
+                .count(),
+            1,
+            "set replaces"
+        );
+    }
+
+    #[test]
+    fn names_match_the_serde_names() {
+        for control in Control::ALL {
+            assert_eq!(
+                serde_json::to_string(&control).unwrap_or_default(),
+                format!("\"{}\"", control.as_str())
+            );
+        }
+        for state in [State::Enforced, State::Partial, State::Missing, State::Off] {
+            assert_eq!(
+                serde_json::to_string(&state).unwrap_or_default(),
+                format!("\"{}\"", state.as_str())
+            );
+        }
     }
 
     #[test]
