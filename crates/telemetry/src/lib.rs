@@ -18,7 +18,9 @@ pub mod trace_context;
 
 pub use call_log::{ArgumentLogging, CALL_ID_META, CallLogPolicy, CallRecord};
 pub use labels::{CallOutcome, RejectReason, RequestOutcome};
-pub use metrics::{AuditMetrics, Metrics, SessionCount, Snapshot, UpstreamSnapshot, UpstreamState};
+pub use metrics::{
+    AuditMetrics, EgressDecision, Metrics, SessionCount, Snapshot, UpstreamSnapshot, UpstreamState,
+};
 pub use trace_context::{TraceContext, TraceParent};
 
 /// Everything the gateway and the server record into: the metrics registry, the policy of

@@ -52,6 +52,57 @@ struct ToolLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EgressLabels {
+    upstream: String,
+    decision: &'static str,
+}
+
+/// One decision of a sandboxed server's egress proxy, as `manifold_sandbox_egress_total` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressDecision {
+    Allowed,
+    RefusedHost,
+    RefusedAddress,
+    BadRequest,
+}
+
+impl EgressDecision {
+    pub const ALL: [EgressDecision; 4] = [
+        EgressDecision::Allowed,
+        EgressDecision::RefusedHost,
+        EgressDecision::RefusedAddress,
+        EgressDecision::BadRequest,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressDecision::Allowed => "allowed",
+            EgressDecision::RefusedHost => "refused_host",
+            EgressDecision::RefusedAddress => "refused_address",
+            EgressDecision::BadRequest => "bad_request",
+        }
+    }
+}
+
+/// The egress proxies run inside upstream transports, which hold no `Metrics`; they count into
+/// this one process-wide family, which every `Metrics` registry exposes (a family clone shares
+/// its series).
+fn egress_family() -> &'static Family<EgressLabels, Counter> {
+    static FAMILY: OnceLock<Family<EgressLabels, Counter>> = OnceLock::new();
+    FAMILY.get_or_init(Family::default)
+}
+
+/// Counts one egress decision for `upstream` (a configured server name, so the labels stay bounded).
+pub fn count_egress(upstream: &str, decision: EgressDecision) {
+    egress_family()
+        .get_or_create(&EgressLabels {
+            upstream: upstream.to_owned(),
+            decision: decision.as_str(),
+        })
+        .inc();
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
 }
@@ -368,6 +419,11 @@ impl Metrics {
             "Audit rows written to the store, and dropped (best_effort mode, queue full or store failing)",
             audit_rows.clone(),
         );
+        registry.register(
+            "manifold_sandbox_egress",
+            "Requests from sandboxed servers to their egress proxy, by upstream and decision (allowed, refused_host, refused_address, bad_request)",
+            egress_family().clone(),
+        );
         let audit = AuditMetrics {
             queue_depth: audit_queue_depth,
             write: audit_write,
@@ -584,6 +640,36 @@ mod tests {
             Some("1")
         );
         assert!(!text.contains("made-up"), "{text}");
+    }
+
+    #[test]
+    fn egress_decisions_are_counted_by_upstream_and_decision() {
+        let m = Metrics::new();
+        count_egress("egress-test-upstream", EgressDecision::Allowed);
+        count_egress("egress-test-upstream", EgressDecision::RefusedHost);
+        count_egress("egress-test-upstream", EgressDecision::RefusedHost);
+        let text = m.encode(&Snapshot::default());
+        assert_eq!(
+            sample(
+                &text,
+                r#"manifold_sandbox_egress_total{upstream="egress-test-upstream",decision="refused_host"}"#
+            )
+            .as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"manifold_sandbox_egress_total{upstream="egress-test-upstream",decision="allowed"}"#
+            )
+            .as_deref(),
+            Some("1")
+        );
+        let names: Vec<&str> = EgressDecision::ALL.iter().map(|d| d.as_str()).collect();
+        assert_eq!(
+            names,
+            ["allowed", "refused_host", "refused_address", "bad_request"]
+        );
     }
 
     #[test]

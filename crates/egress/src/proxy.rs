@@ -1,0 +1,206 @@
+//! The proxy loop: accepts on the listener the sandbox launcher bound inside the server's network
+//! namespace (a listening socket keeps its namespace, so this side runs in the host's), decides each
+//! request, and tunnels or forwards the allowed ones to the address it vetted itself.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use manifold_telemetry::EgressDecision;
+use manifold_telemetry::metrics::count_egress;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::policy::Policy;
+use crate::request::{ProxyRequest, RequestError, Target, parse, read_head};
+
+/// Connections one server's proxy serves at once; more wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 256;
+/// How long a client may take to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long name resolution may take.
+pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one connection attempt to a vetted address may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most resolved addresses looked at (every one is vetted; the first that connects is used).
+pub const MAX_RESOLVED: usize = 32;
+/// Pause after a failed accept (e.g. out of fds) so the loop does not spin.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// One server's proxy: its name (for logs and the metric) and its allow-list.
+#[derive(Clone, Debug)]
+pub struct Egress {
+    server: Arc<str>,
+    policy: Arc<Policy>,
+}
+
+impl Egress {
+    pub fn new(server: &str, policy: Policy) -> Self {
+        Self {
+            server: Arc::from(server),
+            policy: Arc::new(policy),
+        }
+    }
+}
+
+/// Serves `listener` until the task is dropped or aborted (the gateway ties it to the child).
+pub async fn serve(listener: TcpListener, egress: Egress) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let egress = egress.clone();
+                tokio::spawn(async move {
+                    handle(stream, &egress).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(server = %egress.server, error = %e, "egress proxy: accept failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+async fn handle(mut client: TcpStream, egress: &Egress) {
+    let server = &*egress.server;
+    let read = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await;
+    let parsed = match read {
+        Ok(Ok((head, rest))) => parse(&head).map(|r| (r, rest)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(RequestError::Io(format!(
+            "no complete request head within {}s",
+            HEAD_TIMEOUT.as_secs()
+        ))),
+    };
+    let (request, rest) = match parsed {
+        Ok(ok) => ok,
+        Err(e) => {
+            count_egress(server, EgressDecision::BadRequest);
+            tracing::warn!(server, decision = "bad_request", error = %e, "egress proxy refused a request");
+            if !matches!(e, RequestError::Truncated | RequestError::Io(_)) {
+                respond(&mut client, "400 Bad Request", &format!("bad request: {e}")).await;
+            }
+            return;
+        }
+    };
+    let target = match &request {
+        ProxyRequest::Connect { target } | ProxyRequest::Forward { target, .. } => target.clone(),
+    };
+    let Some(upstream) = vet_and_connect(&mut client, egress, &target).await else {
+        return;
+    };
+    let mut upstream = upstream;
+    let sent = match &request {
+        ProxyRequest::Connect { .. } => {
+            let ok = client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await;
+            match ok {
+                Ok(()) => upstream.write_all(&rest).await,
+                Err(e) => Err(e),
+            }
+        }
+        ProxyRequest::Forward { head, .. } => {
+            let mut first = head.clone();
+            first.extend_from_slice(&rest);
+            upstream.write_all(&first).await
+        }
+    };
+    if sent.is_ok() {
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    }
+}
+
+/// Applies the policy to `target`, answering the client itself on refusal or failure. Returns the
+/// connection to the first vetted address that accepts.
+async fn vet_and_connect(
+    client: &mut TcpStream,
+    egress: &Egress,
+    target: &Target,
+) -> Option<TcpStream> {
+    let server = &*egress.server;
+    let (host, port) = (target.host.as_str(), target.port);
+    if !egress.policy.allows_host(host, port) {
+        count_egress(server, EgressDecision::RefusedHost);
+        tracing::warn!(
+            server,
+            host,
+            port,
+            decision = "refused_host",
+            "egress proxy refused a host not in allow_hosts"
+        );
+        let body = format!("refused {host}:{port}: not in allow_hosts");
+        respond(client, "403 Forbidden", &body).await;
+        return None;
+    }
+    let resolved =
+        tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port))).await;
+    let addrs: Vec<SocketAddr> = match resolved {
+        Ok(Ok(addrs)) => addrs.take(MAX_RESOLVED).collect(),
+        Ok(Err(_)) | Err(_) => Vec::new(),
+    };
+    if let Some((addr, rule)) = addrs
+        .iter()
+        .find_map(|a| egress.policy.refuses_address(a.ip()).map(|r| (a.ip(), r)))
+    {
+        count_egress(server, EgressDecision::RefusedAddress);
+        let rule = rule.as_str();
+        tracing::warn!(server, host, port, %addr, rule, decision = "refused_address", "egress proxy refused a host resolving to a non-public address");
+        let body = format!(
+            "refused {host}:{port}: it resolves to {addr}, a {rule} address (allow_private opens such ranges)"
+        );
+        respond(client, "403 Forbidden", &body).await;
+        return None;
+    }
+    count_egress(server, EgressDecision::Allowed);
+    tracing::info!(
+        server,
+        host,
+        port,
+        decision = "allowed",
+        "egress proxy allowed a host"
+    );
+    if addrs.is_empty() {
+        tracing::warn!(
+            server,
+            host,
+            port,
+            "egress proxy could not resolve an allowed host"
+        );
+        respond(client, "502 Bad Gateway", &format!("cannot resolve {host}")).await;
+        return None;
+    }
+    for addr in &addrs {
+        if let Ok(Ok(stream)) =
+            tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
+        {
+            return Some(stream);
+        }
+    }
+    tracing::warn!(
+        server,
+        host,
+        port,
+        "egress proxy could not connect to an allowed host"
+    );
+    let body = format!("cannot connect to {host}:{port}");
+    respond(client, "502 Bad Gateway", &body).await;
+    None
+}
+
+/// A short text answer; the client gets the reason in the body (curl and node print it).
+async fn respond<W: AsyncWrite + Unpin>(client: &mut W, status: &str, body: &str) {
+    let body = format!("manifold egress proxy: {body}\n");
+    let text = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(text.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
