@@ -204,6 +204,8 @@ fn unmet(name: &str, control: Control, detail: &str) -> String {
 fn describe(spec: &SandboxSpec) -> String {
     let network = match spec.network {
         Network::None => "none",
+        Network::Loopback => "loopback",
+        Network::Allow => "allow",
         Network::Host => "host",
     };
     let profile = if spec.network == Network::Host {

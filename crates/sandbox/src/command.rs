@@ -3,7 +3,6 @@
 //! the launcher's report of what was really enforced before the caller talks to the server.
 
 use std::ffi::OsStr;
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -12,7 +11,7 @@ use crate::cgroup::Cgroup;
 use crate::error::SandboxError;
 use crate::launch::{LauncherMessage, PLAN_ENV, Plan};
 use crate::probe::ForcedProbe;
-use crate::spec::{Control, Enforcement, Report, SandboxSpec, State};
+use crate::spec::{Control, Enforcement, Network, Report, SandboxSpec, State};
 
 /// Largest report the gateway reads from a launcher.
 pub const MAX_REPORT_BYTES: u64 = 64 * 1024;
@@ -42,6 +41,9 @@ pub struct Sandboxed<C> {
     pub child: C,
     pub report: Report,
     pub cgroup: Option<Cgroup>,
+    /// `network = "allow"` (namespaced tier): the listening socket on 127.0.0.1:PROXY_PORT inside
+    /// the server's network namespace; the caller serves the egress proxy on it.
+    pub egress_listener: Option<std::net::TcpListener>,
 }
 
 impl SandboxedCommand {
@@ -118,22 +120,41 @@ impl SandboxedCommand {
         let plan =
             serde_json::to_string(&self.plan).map_err(|e| SandboxError::Report(e.to_string()))?;
         self.command.env(PLAN_ENV, plan);
-        let (read, write) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
+        // A socket rather than a pipe, so the launcher can hand over the proxy listener too.
+        let (read, write) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Stream,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(SandboxError::Pipe)?;
         crate::sys::pass_report_fd(&mut self.command, write.as_raw_fd());
         let child = spawn(self.command).map_err(SandboxError::Spawn)?;
         drop(write);
-        let message = read_message(read)?;
+        let (message, received) = read_message(read)?;
         let mut report = Report {
             enforcements: self.cgroup_states,
         };
         match message {
             LauncherMessage::Ready(applied) => {
                 report.enforcements.extend(applied.enforcements);
+                let egress_listener = received.map(std::net::TcpListener::from);
+                let namespaced = report.state(Control::Namespaces) == State::Enforced;
+                if self.plan.spec.network == Network::Allow
+                    && namespaced
+                    && egress_listener.is_none()
+                {
+                    drop(child);
+                    return Err(SandboxError::Setup {
+                        control: Control::Network,
+                        detail: "the launcher reported ready without handing over the egress proxy listener; this is a bug in manifold-sandbox-exec".into(),
+                    });
+                }
                 Ok(Sandboxed {
                     child,
                     report,
                     cgroup: self.cgroup,
+                    egress_listener,
                 })
             }
             LauncherMessage::Failed {
@@ -153,19 +174,60 @@ impl SandboxedCommand {
     }
 }
 
-fn read_message(read: OwnedFd) -> Result<LauncherMessage, SandboxError> {
-    let mut text = String::new();
-    std::fs::File::from(read)
-        .take(MAX_REPORT_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| SandboxError::Report(e.to_string()))?;
+/// Reads the launcher's messages to EOF (at most `MAX_REPORT_BYTES`), keeping the first fd sent
+/// by SCM_RIGHTS (the proxy listener; any further fd is closed), and parses the last report line.
+fn read_message(read: OwnedFd) -> Result<(LauncherMessage, Option<OwnedFd>), SandboxError> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut text = Vec::new();
+    let mut received: Option<OwnedFd> = None;
+    let mut buf = [0u8; 4096];
+    while (text.len() as u64) < MAX_REPORT_BYTES {
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = match recvmsg::<()>(
+            read.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) => msg,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                return Err(SandboxError::Report(format!(
+                    "read the launcher's report: {}",
+                    e.desc()
+                )));
+            }
+        };
+        let n = msg.bytes;
+        let mut fds = Vec::new();
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for cmsg in cmsgs {
+                if let ControlMessageOwned::ScmRights(list) = cmsg {
+                    fds.extend(list);
+                }
+            }
+        }
+        for fd in fds {
+            let fd = crate::sys::adopt_received_fd(fd);
+            if received.is_none() {
+                received = Some(fd);
+            }
+        }
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(buf.get(..n).unwrap_or_default());
+    }
+    let text = String::from_utf8_lossy(&text);
     let last = text.lines().rev().find(|l| !l.trim().is_empty());
     let Some(last) = last else {
         return Err(SandboxError::Report(
             "the launcher exited without a report".into(),
         ));
     };
-    serde_json::from_str(last).map_err(|e| SandboxError::Report(e.to_string()))
+    let message = serde_json::from_str(last).map_err(|e| SandboxError::Report(e.to_string()))?;
+    Ok((message, received))
 }
 
 /// Creates workspace, output and home; when the gateway is root, hands their top dirs to the uid

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, NetPort, RestrictionStatus, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use nix::sys::resource::{Resource, setrlimit};
 use seccompiler::{
@@ -14,7 +14,7 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use crate::spec::{Control, Network, Report, SandboxSpec, State};
+use crate::spec::{Control, Network, PROXY_PORT, Report, SandboxSpec, State};
 
 /// Highest Landlock ABI requested; older kernels get the best they offer (reported partial).
 pub const LANDLOCK_ABI: ABI = ABI::V6;
@@ -168,14 +168,24 @@ fn landlock(
 ) -> Result<RestrictionStatus, landlock::RulesetError> {
     let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi))?;
-    if network == Network::None && !AccessNet::from_all(abi).is_empty() {
+    let tcp = !AccessNet::from_all(abi).is_empty();
+    if network == Network::None && tcp {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+    }
+    // allow: the proxy port is the only TCP connect, so a direct connect to any other loopback
+    // port fails with EACCES; binding stays free (the server may listen privately).
+    let proxy_only = network == Network::Allow && tcp;
+    if proxy_only {
+        ruleset = ruleset.handle_access(AccessNet::ConnectTcp)?;
     }
     if !Scope::from_all(abi).is_empty() {
         ruleset = ruleset.scope(Scope::from_all(abi))?;
     }
-    ruleset
-        .create()?
+    let mut created = ruleset.create()?;
+    if proxy_only {
+        created = created.add_rule(NetPort::new(PROXY_PORT, AccessNet::ConnectTcp))?;
+    }
+    created
         .add_rules(path_beneath_rules(
             existing(&paths.read),
             AccessFs::from_read(abi),

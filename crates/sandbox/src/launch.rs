@@ -4,7 +4,7 @@
 //! fork (pid 1 of the new pid namespace) builds the root, confines itself and execs the server. Its
 //! report goes to the gateway over fd 3, which closes at exec.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::confine::{LandlockPaths, no_new_privs_and_landlock, rlimits, seccomp};
 use crate::probe::ForcedProbe;
 use crate::root::{HOME, OUTPUT, RootPlan, WORKSPACE};
-use crate::spec::{Control, Network, Report, SandboxSpec, State};
+use crate::spec::{Control, Network, PROXY_ENV, PROXY_PORT, Report, SandboxSpec, State};
 
 /// Env var carrying the JSON `Plan` from the gateway to the launcher (removed before exec).
 pub const PLAN_ENV: &str = "MANIFOLD_SANDBOX_PLAN";
@@ -67,6 +67,19 @@ pub enum LauncherMessage {
 struct Channel(Option<OwnedFd>);
 
 impl Channel {
+    /// Sends `fd` to the gateway as SCM_RIGHTS on one newline byte (an empty report line, which
+    /// the reader skips).
+    fn send_fd(&self, fd: &impl AsRawFd) -> nix::Result<()> {
+        use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+        let Some(channel) = &self.0 else {
+            return Err(nix::errno::Errno::EBADF);
+        };
+        let fds = [fd.as_raw_fd()];
+        let iov = [std::io::IoSlice::new(b"\n")];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        sendmsg::<()>(channel.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map(|_| ())
+    }
+
     /// Writes one JSON line; a gateway that stopped listening is not the launcher's problem.
     fn send(&self, message: &LauncherMessage) {
         let (Some(fd), Ok(mut line)) = (&self.0, serde_json::to_vec(message)) else {
@@ -152,22 +165,25 @@ fn stage1(channel: &mut Channel, report: &mut Report) -> Result<ExitCode, (Contr
     };
     drop_uid(spec)?;
     let tier_a = match (root_plan, spec.namespaces) {
-        (Some(root), true) => match unshare(spec, plan.forced()) {
-            Ok(()) => Some(root),
-            Err(e) => {
-                // The probe names the sysctl or AppArmor setting when one is the cause.
-                let fix = match crate::probe::user_namespaces() {
+        (Some(root), true) => {
+            match unshare(spec, plan.forced()).and_then(|()| network_setup(spec, channel)) {
+                Ok(()) => Some(root),
+                Err(e) if e.starts_with(NETWORK_SETUP) => return Err((Control::Network, e)),
+                Err(e) => {
+                    // The probe names the sysctl or AppArmor setting when one is the cause.
+                    let fix = match crate::probe::user_namespaces() {
                     Err(why) if !plan.forced().no_userns => why,
                     _ => "allow unprivileged user namespaces (sysctl or an AppArmor profile for manifold)".into(),
                 };
-                report.push(
-                    Control::Namespaces,
-                    State::Missing,
-                    format!("fallback tier: {e}; {fix}"),
-                );
-                None
+                    report.push(
+                        Control::Namespaces,
+                        State::Missing,
+                        format!("fallback tier: {e}; {fix}"),
+                    );
+                    None
+                }
             }
-        },
+        }
         _ => {
             report.push(
                 Control::Namespaces,
@@ -232,6 +248,31 @@ fn drop_uid(spec: &SandboxSpec) -> Step {
     nix::sys::prctl::set_dumpable(true).map_err(|e| fail("prctl(PR_SET_DUMPABLE)", e))
 }
 
+/// Prefix of errors from `network_setup`, which are network failures, not a refused unshare.
+const NETWORK_SETUP: &str = "network setup: ";
+
+/// In the new network namespace: `lo` up for loopback and allow; for allow, the proxy listener on
+/// 127.0.0.1:PROXY_PORT, handed to the gateway by SCM_RIGHTS and closed here, so the server never
+/// holds it (a listening socket keeps its namespace, so the gateway accepts from the host's).
+fn network_setup(spec: &SandboxSpec, channel: &Channel) -> Result<(), String> {
+    if !matches!(spec.network, Network::Loopback | Network::Allow) {
+        return Ok(());
+    }
+    crate::sys::loopback_up().map_err(|e| format!("{NETWORK_SETUP}bring lo up: {}", e.desc()))?;
+    if spec.network != Network::Allow {
+        return Ok(());
+    }
+    let listener = std::net::TcpListener::bind(("127.0.0.1", PROXY_PORT)).map_err(|e| {
+        format!("{NETWORK_SETUP}bind the egress proxy listener 127.0.0.1:{PROXY_PORT}: {e}")
+    })?;
+    channel.send_fd(&listener).map_err(|e| {
+        format!(
+            "{NETWORK_SETUP}hand the proxy listener to the gateway: {}",
+            e.desc()
+        )
+    })
+}
+
 fn unshare(spec: &SandboxSpec, forced: ForcedProbe) -> Result<(), String> {
     if forced.no_userns {
         return Err(format!("unshare: {}", crate::probe::FORCED_USERNS_TEXT));
@@ -241,7 +282,7 @@ fn unshare(spec: &SandboxSpec, forced: ForcedProbe) -> Result<(), String> {
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
-    if spec.network == Network::None {
+    if spec.network.isolated() {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
@@ -268,20 +309,20 @@ fn confine_and_exec(
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     let paths = filesystem(spec, root, report)?;
     rlimits(spec, plan.memory_cgroup, report);
-    no_new_privs_and_landlock(
-        &paths.landlock,
-        spec.network,
-        plan.forced().landlock_abi,
-        report,
-    )
-    .map_err(|e| (Control::NoNewPrivs, e))?;
+    // Without a network namespace of its own the server must not reach the host's network at all.
+    let network = match (root, spec.network) {
+        (None, n) if n.isolated() => Network::None,
+        (_, n) => n,
+    };
+    no_new_privs_and_landlock(&paths.landlock, network, plan.forced().landlock_abi, report)
+        .map_err(|e| (Control::NoNewPrivs, e))?;
     if root.is_none() {
         fallback_filesystem_state(report);
     }
     network_state(spec, root.is_some(), report);
     tree_kill_state(plan.cgroup_kills_tree, root.is_some(), report);
     if spec.seccomp {
-        seccomp(root.is_none() && spec.network == Network::None, report)
+        seccomp(root.is_none() && spec.network.isolated(), report)
             .map_err(|e| (Control::Seccomp, e))?;
     } else {
         report.push(Control::Seccomp, State::Off, "seccomp off in the spec");
@@ -297,9 +338,14 @@ fn confine_and_exec(
         std::process::exit(i32::from(SETUP_FAILED));
     }
     channel.send(&LauncherMessage::Ready(report.clone()));
+    let proxy_env = match (spec.network, root) {
+        (Network::Allow, Some(_)) => PROXY_ENV,
+        _ => &[],
+    };
     let error = std::process::Command::new(program)
         .args(args)
         .env_remove(PLAN_ENV)
+        .envs(proxy_env.iter().copied())
         .env("HOME", &paths.home)
         .env("TMPDIR", &paths.tmp)
         .exec();
@@ -328,11 +374,7 @@ fn filesystem(
             Control::Namespaces,
             State::Enforced,
             "user, mount, pid, ipc, uts".to_string()
-                + if spec.network == Network::None {
-                    ", net"
-                } else {
-                    ""
-                },
+                + if spec.network.isolated() { ", net" } else { "" },
         );
         root.enter().map_err(|e| (Control::Filesystem, e))?;
         let _ = nix::unistd::sethostname("sandbox");
@@ -469,11 +511,27 @@ fn network_state(spec: &SandboxSpec, netns: bool, report: &mut Report) {
                 }
             ),
         ),
-        Network::None if spec.seccomp => (
-            State::Partial,
-            "no network namespace: socket(2) denied by seccomp".to_string(),
+        Network::Loopback if netns => (
+            State::Enforced,
+            "own network namespace, lo up: private loopback only".to_string(),
         ),
-        Network::None => (
+        Network::Allow if netns => (
+            State::Enforced,
+            format!(
+                "allow-list: {} hosts via the egress proxy on 127.0.0.1:{PROXY_PORT}; own network namespace with lo only{}",
+                spec.allow_hosts.len(),
+                if landlock_tcp {
+                    "; Landlock TCP connect to the proxy port only"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        _ if spec.seccomp => (
+            State::Partial,
+            "no network namespace: socket(2) denied by seccomp (loopback and the allow-list need namespaces)".to_string(),
+        ),
+        _ => (
             State::Missing,
             "no network namespace and seccomp off: the host network is reachable".to_string(),
         ),

@@ -20,14 +20,46 @@ pub const DEFAULT_OPEN_FILES: u64 = 4096;
 /// Host uid and gid a server runs as when the gateway runs as root and the spec names none ("nobody").
 pub const DEFAULT_ROOT_RUN_AS: (u32, u32) = (65534, 65534);
 
+/// Port of the egress proxy's listener inside an `allow` sandbox (127.0.0.1 in its own netns).
+pub const PROXY_PORT: u16 = 3128;
+/// The proxy's URL as the server's environment names it.
+pub const PROXY_URL: &str = "http://127.0.0.1:3128";
+/// Environment an `allow` server gets so HTTP clients (curl, python, node >= 24 with
+/// `NODE_USE_ENV_PROXY`) send every request through the proxy.
+pub const PROXY_ENV: &[(&str, &str)] = &[
+    ("HTTP_PROXY", PROXY_URL),
+    ("HTTPS_PROXY", PROXY_URL),
+    ("ALL_PROXY", PROXY_URL),
+    ("http_proxy", PROXY_URL),
+    ("https_proxy", PROXY_URL),
+    ("all_proxy", PROXY_URL),
+    ("NO_PROXY", "localhost,127.0.0.1"),
+    ("no_proxy", "localhost,127.0.0.1"),
+    ("NODE_USE_ENV_PROXY", "1"),
+];
+
 /// Whether the server gets a network of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
     /// A new network namespace whose `lo` stays down, and Landlock handles TCP with nothing allowed.
     None,
+    /// A new network namespace with `lo` up: the server may listen and connect privately on its
+    /// own loopback and reach nothing else.
+    Loopback,
+    /// `Loopback` plus the egress proxy on `127.0.0.1:PROXY_PORT`, served by the gateway from the
+    /// host namespace with the spec's `allow_hosts`/`allow_private`; Landlock allows TCP connect
+    /// to the proxy port only.
+    Allow,
     /// The host's network, unrestricted (reported as `off`).
     Host,
+}
+
+impl Network {
+    /// Whether the server gets a network namespace of its own.
+    pub fn isolated(self) -> bool {
+        self != Network::Host
+    }
 }
 
 /// One thing the sandbox enforces, as reported and as named in `require`.
@@ -214,6 +246,14 @@ pub struct SandboxSpec {
     pub file_size: u64,
     pub open_files: u64,
     pub network: Network,
+    /// `network = "allow"`: host patterns the egress proxy lets through (validated by the config
+    /// loader with manifold-egress; `*.x` never matches the apex `x`).
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+    /// `network = "allow"`: CIDRs the proxy may still connect to although they are private,
+    /// loopback or link-local.
+    #[serde(default)]
+    pub allow_private: Vec<String>,
     pub seccomp: bool,
     /// Controls that must be `enforced`, or the server is refused before it runs.
     pub require: Vec<Control>,
@@ -245,6 +285,8 @@ impl SandboxSpec {
             file_size: DEFAULT_FILE_SIZE,
             open_files: DEFAULT_OPEN_FILES,
             network: Network::None,
+            allow_hosts: Vec::new(),
+            allow_private: Vec::new(),
             seccomp: true,
             require: vec![Control::Filesystem, Control::Network],
             run_as: None,
@@ -282,6 +324,19 @@ mod tests {
         assert!(spec.seccomp && spec.namespaces);
         assert_eq!(spec.require, vec![Control::Filesystem, Control::Network]);
         assert_eq!(DEFAULT_ROOT_RUN_AS, (65534, 65534));
+    }
+
+    #[test]
+    fn proxy_env_names_the_proxy_port_in_both_cases() {
+        assert_eq!(PROXY_URL, format!("http://127.0.0.1:{PROXY_PORT}"));
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            for n in [name.to_string(), name.to_ascii_lowercase()] {
+                assert!(PROXY_ENV.contains(&(n.as_str(), PROXY_URL)), "{n}");
+            }
+        }
+        assert!(PROXY_ENV.contains(&("NODE_USE_ENV_PROXY", "1")));
+        assert!(Network::Allow.isolated() && Network::Loopback.isolated());
+        assert!(!Network::Host.isolated());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The only `unsafe` in manifold-sandbox, kept small so it can be audited in one sitting: forking the
-//! single-threaded launcher, handing the report pipe to it as fd 3, adopting that fd, and asking the
-//! kernel for its Landlock ABI. Everything else uses safe nix/landlock/seccompiler calls.
+//! single-threaded launcher, handing the report socket to it as fd 3, adopting that fd, asking the
+//! kernel for its Landlock ABI, bringing `lo` up (SIOCSIFFLAGS) and adopting the proxy listener fd
+//! received by SCM_RIGHTS. Everything else uses safe nix/landlock/seccompiler calls.
 #![allow(unsafe_code)]
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -83,4 +84,42 @@ pub fn landlock_abi() -> Result<i64, nix::errno::Errno> {
     } else {
         Ok(v)
     }
+}
+
+/// Sets `lo` up in the current network namespace (needs CAP_NET_ADMIN there, which the launcher
+/// holds right after unsharing its user namespace).
+pub fn loopback_up() -> Result<(), nix::errno::Errno> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+    use std::os::fd::AsRawFd;
+    let sock = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: ifreq is plain C data (a name array and a union of integers and addresses), for
+    // which all-zero bytes are a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the NUL-terminated name and writes ifru_flags of the ifreq we own.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    // SAFETY: SIOCGIFFLAGS succeeded, so ifru_flags is the field the kernel wrote.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: SIOCSIFFLAGS only reads the ifreq we own.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    Ok(())
+}
+
+/// Takes ownership of an fd that arrived in an SCM_RIGHTS message. Sound: the kernel installed it
+/// in this process for this message only, so nothing else owns it.
+pub fn adopt_received_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: see above; each received fd is adopted exactly once by the caller's loop.
+    unsafe { OwnedFd::from_raw_fd(fd) }
 }

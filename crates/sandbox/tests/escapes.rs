@@ -594,3 +594,132 @@ fn a_program_missing_inside_is_a_setup_error_naming_it() {
     );
     assert!(err.to_string().contains("/opt/no-such-server"), "{err}");
 }
+
+/// An HTTP server on the host's 127.0.0.1 answering every request `hello`, one thread per test.
+fn host_http_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn loopback_network_has_a_private_lo_and_no_host_listener() {
+    let env = Env::new();
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let mut spec = env.spec();
+    spec.network = manifold_sandbox::Network::Loopback;
+    let private = py_errno(
+        "l=socket.create_server((\"127.0.0.1\", 0)); c=socket.create_connection(l.getsockname(), timeout=2); l.accept()",
+    );
+    let inside = text(&env.sandboxed(&spec, "sh", &["-c", &private]));
+    assert!(inside.contains("ok"), "lo is up inside: {inside}");
+    let strict = env.sh_in(&private);
+    assert!(
+        !strict.contains("ok"),
+        "with network none lo stays down: {strict}"
+    );
+    let to_host = py_errno(&format!(
+        "socket.create_connection((\"127.0.0.1\", {port}), timeout=2)"
+    ));
+    let inside = text(&env.sandboxed(&spec, "sh", &["-c", &to_host]));
+    assert!(inside.contains("ECONNREFUSED"), "{inside}");
+    assert!(sh_out(&to_host).contains("ok"));
+}
+
+#[test]
+fn allow_list_proxy_allows_one_host_refuses_another_and_direct_connects_fail() {
+    use manifold_egress::{Egress, Policy, serve};
+    let env = Env::new();
+    let port = host_http_server();
+    let mut spec = env.spec();
+    spec.network = manifold_sandbox::Network::Allow;
+    spec.allow_hosts = vec![format!("localhost:{port}")];
+    // The test host is the host's loopback, which the proxy refuses unless opened here.
+    spec.allow_private = vec!["127.0.0.0/8".into(), "::1".into()];
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    // `localhost.` (trailing dot) is not in NO_PROXY, so urllib sends it to the proxy.
+    let lines = [
+        "import urllib.request,urllib.error,socket,errno,os".to_string(),
+        format!("for url in (\"http://localhost.:{port}/x\", \"http://other.invalid:{port}/x\"):"),
+        " try:".into(),
+        "  r=urllib.request.urlopen(url, timeout=5); print(url, r.status, r.read().decode())".into(),
+        " except urllib.error.HTTPError as e:".into(),
+        "  print(url, e.code, e.read().decode().strip())".into(),
+        "try:".into(),
+        format!(" socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"direct ok\")"),
+        "except OSError as e:".into(),
+        " print(\"direct\", errno.errorcode[e.errno])".into(),
+        "print(\"proxy env\", os.environ.get(\"HTTP_PROXY\"), os.environ.get(\"NODE_USE_ENV_PROXY\"))".into(),
+    ];
+    let script = format!("python3 -c '{}'", lines.join("\n"));
+    let mut command = SandboxedCommand::new(launcher, &spec, "sh", ["-c", &script]).unwrap();
+    command
+        .command_mut()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let sandboxed = command.spawn().unwrap();
+    let network = sandboxed
+        .report
+        .enforcements
+        .iter()
+        .rev()
+        .find(|e| e.control == Control::Network)
+        .unwrap()
+        .clone();
+    assert_eq!(network.state, State::Enforced);
+    assert!(
+        network.detail.contains("allow-list: 1 hosts"),
+        "{network:?}"
+    );
+    let listener = sandboxed
+        .egress_listener
+        .expect("allow hands over the proxy listener");
+    listener.set_nonblocking(true).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let policy = Policy::new(&spec.allow_hosts, &spec.allow_private).unwrap();
+    {
+        let _guard = runtime.enter();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        runtime.spawn(serve(listener, Egress::new("escape-test", policy)));
+    }
+    let out = text(&sandboxed.child.wait_with_output().unwrap());
+    drop(sandboxed.cgroup);
+    assert!(
+        out.contains(&format!("http://localhost.:{port}/x 200 hello")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "http://other.invalid:{port}/x 403 manifold egress proxy: refused other.invalid:{port}: not in allow_hosts"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("direct EACCES"), "{out}");
+    assert!(out.contains("proxy env http://127.0.0.1:3128 1"), "{out}");
+    let baseline = py_errno(&format!(
+        "socket.create_connection((\"127.0.0.1\", {port}), timeout=2)"
+    ));
+    assert!(
+        sh_out(&baseline).contains("ok"),
+        "unsandboxed the direct connect succeeds"
+    );
+}
