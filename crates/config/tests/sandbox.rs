@@ -110,18 +110,54 @@ fn host_network_does_not_require_the_network_control_by_default() {
 }
 
 #[test]
-fn loopback_allow_and_allow_hosts_are_refused_as_not_yet_built() {
+fn allow_reads_hosts_and_private_ranges_and_loopback_is_a_network() {
+    let c = load(&format!(
+        "[sandbox]\nprofile = \"strict\"\nallow_private = [\"10.0.0.0/8\"]\n{TWO}[servers.a.sandbox]\nnetwork = \"allow\"\nallow_hosts = [\"api.github.com\", \"*.example.com\", \"example.com:8443\"]\n[servers.b.sandbox]\nnetwork = \"loopback\"\n"
+    ))
+    .unwrap();
+    let a = spec_of(&c, "a");
+    assert_eq!(a.network, Network::Allow);
+    assert_eq!(
+        a.allow_hosts,
+        ["api.github.com", "*.example.com", "example.com:8443"]
+    );
+    assert_eq!(a.allow_private, ["10.0.0.0/8"]);
+    assert_eq!(a.require, vec![Control::Filesystem, Control::Network]);
+    assert_eq!(spec_of(&c, "b").network, Network::Loopback);
+}
+
+#[test]
+fn bad_allow_list_entries_are_refused_where_written() {
     let errors = load(
-        "\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strict\"\nnetwork = \"allow\"\nallow_hosts = [\"example.com\"]\n",
+        "\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strict\"\nnetwork = \"allow\"\nallow_hosts = [\"ok.test\", \"a.*.com\", \"10.0.0.1\"]\nallow_private = [\"10.0.0.0/33\"]\n",
     )
     .unwrap_err();
-    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert_eq!(errors.len(), 3, "{errors:#?}");
     assert!(
-        errors[0].starts_with("m.toml:8:11: error: servers.a.sandbox.network = \"allow\": is not yet supported: the allow-list proxy is not built"),
+        errors[0].contains(
+            "servers.a.sandbox.allow_hosts[1] = \"a.*.com\": has a `*` other than a leading `*.`"
+        ),
         "{errors:#?}"
     );
     assert!(
-        errors[1].starts_with("m.toml:9:15: error: servers.a.sandbox.allow_hosts"),
+        errors[1].contains("allow_hosts[2] = \"10.0.0.1\": is an IP address"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2].contains("allow_private[0] = \"10.0.0.0/33\": has a prefix length outside"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn allow_hosts_with_another_network_is_refused() {
+    let errors = load(
+        "\n[servers.a]\ncommand = \"/bin/true\"\n[servers.a.sandbox]\nprofile = \"strict\"\nnetwork = \"none\"\nallow_hosts = [\"example.com\"]\n",
+    )
+    .unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].contains("servers.a.sandbox.network = \"none\": is not \"allow\", so allow_hosts and allow_private would be ignored"),
         "{errors:#?}"
     );
 }

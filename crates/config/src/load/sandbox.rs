@@ -19,6 +19,7 @@ pub(crate) const SANDBOX_KEYS: &[&str] = &[
     "profile",
     "network",
     "allow_hosts",
+    "allow_private",
     "workspace",
     "output",
     "home",
@@ -82,6 +83,8 @@ enum Profile {
 struct Layer {
     profile: Option<Profile>,
     network: Option<Network>,
+    allow_hosts: Option<Vec<String>>,
+    allow_private: Option<Vec<String>>,
     workspace: Option<PathBuf>,
     output: Option<PathBuf>,
     home: Option<PathBuf>,
@@ -157,6 +160,14 @@ fn resolve(defaults: &Layer, own: Layer, gateway: &GatewaySettings, name: &str) 
         Profile::Network => Network::Host,
         _ => Network::None,
     });
+    spec.allow_hosts = own
+        .allow_hosts
+        .or_else(|| defaults.allow_hosts.clone())
+        .unwrap_or_default();
+    spec.allow_private = own
+        .allow_private
+        .or_else(|| defaults.allow_private.clone())
+        .unwrap_or_default();
     spec.require = match own.require.or_else(|| defaults.require.clone()) {
         Some(require) => require,
         None if spec.network == Network::Host => vec![Control::Filesystem],
@@ -251,37 +262,85 @@ fn read_layer(reader: &mut Reader<'_>, path: &str, item: &Item<'_>, per_server: 
 }
 
 fn read_network(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str, layer: &mut Layer) {
-    const NOT_BUILT: &str = "is not yet supported: the allow-list proxy is not built";
-    const FIX: &str =
-        "write network = \"none\" (no network) or \"host\" (the host's network, unrestricted)";
     if let Some(item) = table.get("network") {
-        let f = key_path(path, "network");
-        #[derive(Clone, Copy)]
-        enum Word {
-            Is(Network),
-            NotBuilt,
-        }
         let options = [
-            ("none", Word::Is(Network::None)),
-            ("host", Word::Is(Network::Host)),
-            ("loopback", Word::NotBuilt),
-            ("allow", Word::NotBuilt),
+            ("none", Network::None),
+            ("loopback", Network::Loopback),
+            ("allow", Network::Allow),
+            ("host", Network::Host),
         ];
-        match reader.choice(&f, item, &options) {
-            Some(Word::Is(n)) => layer.network = Some(n),
-            Some(Word::NotBuilt) => reader.report_value(&f, item, Show::Value, NOT_BUILT, FIX),
-            None => {}
-        }
+        layer.network = reader.choice(&key_path(path, "network"), item, &options);
     }
     if let Some(item) = table.get("allow_hosts") {
+        let f = key_path(path, "allow_hosts");
+        let example = "write e.g. allow_hosts = [\"api.github.com\", \"*.example.com\"]";
+        let texts = reader.string_list(&f, item, Show::Value, example);
+        layer.allow_hosts = texts.map(|texts| {
+            texts
+                .into_iter()
+                .filter(
+                    |text| match manifold_egress::HostPattern::parse(&text.value) {
+                        Ok(_) => true,
+                        Err(e) => {
+                            report_policy_error(reader, text, e);
+                            false
+                        }
+                    },
+                )
+                .map(|text| text.value)
+                .collect()
+        });
+    }
+    if let Some(item) = table.get("allow_private") {
+        let f = key_path(path, "allow_private");
+        let example = "write e.g. allow_private = [\"10.0.0.0/8\"]";
+        let texts = reader.string_list(&f, item, Show::Value, example);
+        layer.allow_private = texts.map(|texts| {
+            texts
+                .into_iter()
+                .filter(|text| match manifold_egress::Cidr::parse(&text.value) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        report_policy_error(reader, text, e);
+                        false
+                    }
+                })
+                .map(|text| text.value)
+                .collect()
+        });
+    }
+    let listed = layer.allow_hosts.as_ref().is_some_and(|h| !h.is_empty())
+        || layer.allow_private.as_ref().is_some_and(|p| !p.is_empty());
+    if let (Some(network), Some(item), true) = (layer.network, table.get("network"), listed)
+        && network != Network::Allow
+    {
         reader.report_value(
-            &key_path(path, "allow_hosts"),
+            &key_path(path, "network"),
             item,
             Show::Value,
-            NOT_BUILT,
-            FIX,
+            "is not \"allow\", so allow_hosts and allow_private would be ignored",
+            "write network = \"allow\" to use the allow-list, or remove allow_hosts/allow_private",
         );
     }
+}
+
+/// One refused allow-list entry, with the egress crate's words for what is wrong.
+fn report_policy_error(
+    reader: &mut Reader<'_>,
+    text: &super::reader::Text,
+    e: manifold_egress::PolicyError,
+) {
+    let (problem, fix) = match e {
+        manifold_egress::PolicyError::Host { problem, .. } => (
+            problem,
+            "write a host name such as \"api.github.com\", \"*.example.com\" (subdomains only; list the apex too) or \"example.com:8443\"",
+        ),
+        manifold_egress::PolicyError::Cidr { problem, .. } => (
+            problem,
+            "write an address or CIDR such as \"10.1.2.3\", \"10.0.0.0/8\" or \"fd00::/8\"",
+        ),
+    };
+    reader.report_text(&text.field, text, problem, fix);
 }
 
 fn read_limits(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str, layer: &mut Layer) {
