@@ -115,6 +115,8 @@ pub struct StdioTransport {
     _cgroup: Option<manifold_sandbox::cgroup::Cgroup>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     closed: AtomicBool,
+    /// `network = "allow"`: the egress proxy serving this child's sandbox; aborted with it.
+    _egress: Option<EgressTask>,
 }
 
 impl std::fmt::Debug for StdioTransport {
@@ -131,8 +133,9 @@ pub fn spawn(
     let mut cmd = std::process::Command::new(&spec.command);
     cmd.args(&spec.args);
     configure(&mut cmd, spec);
+    let mut egress = None;
     let (mut child, cgroup) = match &spec.sandbox {
-        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox)?,
+        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox, &mut egress)?,
         StdioSandbox::Off | StdioSandbox::Unset => {
             if spec.sandbox == StdioSandbox::Off {
                 tracing::warn!(
@@ -170,6 +173,7 @@ pub fn spawn(
         _cgroup: cgroup,
         stderr_tail: Arc::clone(&stderr_tail),
         closed: AtomicBool::new(false),
+        _egress: egress,
     });
     tokio::spawn(write_stdin(stdin, writer_rx));
     let stderr_done = tokio::spawn(read_stderr(server.to_owned(), stderr, stderr_tail));
@@ -224,6 +228,7 @@ fn spawn_sandboxed(
     server: &str,
     spec: &StdioSpec,
     sandbox: &manifold_sandbox::SandboxSpec,
+    egress: &mut Option<EgressTask>,
 ) -> Result<(Child, Option<manifold_sandbox::cgroup::Cgroup>), UpstreamError> {
     let failed = |e: manifold_sandbox::SandboxError| UpstreamError::Spawn {
         server: server.to_owned(),
@@ -234,9 +239,12 @@ fn spawn_sandboxed(
         manifold_sandbox::SandboxedCommand::new(&launcher, sandbox, &spec.command, &spec.args)
             .map_err(failed)?;
     configure(sandboxed.command_mut(), spec);
-    let started = sandboxed
+    let mut started = sandboxed
         .spawn_with(|cmd| tokio_command(cmd).spawn())
         .map_err(failed)?;
+    if let Some(listener) = started.egress_listener.take() {
+        *egress = Some(start_egress(server, sandbox, listener)?);
+    }
     // Partial or missing controls are what an operator must see without `-v`; enforced ones and
     // those the configuration turned off are the expected state.
     for e in &started.report.enforcements {
@@ -250,6 +258,47 @@ fn spawn_sandboxed(
         }
     }
     Ok((started.child, started.cgroup))
+}
+
+/// The egress proxy task of one sandboxed child: aborted when the transport (and so the child)
+/// goes, which closes the listener.
+struct EgressTask(tokio::task::AbortHandle);
+
+impl Drop for EgressTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Serves the allow-list proxy on the listener the launcher bound inside the child's network
+/// namespace. The config loader validated the lists, so a parse error here means a spec built by
+/// hand; it refuses the server rather than run it with no way out it was promised.
+fn start_egress(
+    server: &str,
+    sandbox: &manifold_sandbox::SandboxSpec,
+    listener: std::net::TcpListener,
+) -> Result<EgressTask, UpstreamError> {
+    let failed = |reason: String| UpstreamError::Spawn {
+        server: server.to_owned(),
+        reason,
+    };
+    let policy = manifold_egress::Policy::new(&sandbox.allow_hosts, &sandbox.allow_private)
+        .map_err(|e| failed(format!("sandbox: {e}")))?;
+    let listener = listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+        .map_err(|e| failed(format!("sandbox: serve the egress proxy listener: {e}")))?;
+    tracing::info!(
+        server,
+        hosts = policy.host_count(),
+        "egress proxy serving the sandbox's 127.0.0.1:{}",
+        manifold_sandbox::spec::PROXY_PORT
+    );
+    let task = tokio::spawn(manifold_egress::serve(
+        listener,
+        manifold_egress::Egress::new(server, policy),
+    ));
+    Ok(EgressTask(task.abort_handle()))
 }
 
 async fn write_stdin(mut stdin: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<Vec<u8>>) {
