@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::context::RequestContext;
 use crate::gateway::Gateway;
-use crate::upstream::Status;
+use crate::upstream::{Sandbox, Status};
 
 pub const HEALTH: &str = "manifold_health";
 pub const SEARCH: &str = "manifold_search_tools";
@@ -69,6 +69,14 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
                     .map(|c| format!(" ({c})"))
                     .unwrap_or_default()
             ));
+            let sandbox = u.sandbox();
+            let (sandbox_json, sandbox_line) = sandbox_health(&u.def.name, sandbox.as_ref());
+            // A server running weaker than configured is up but not as promised: the status
+            // says so, so an operator's alert on "degraded" catches it.
+            if sandbox.as_ref().is_some_and(Sandbox::is_degraded) {
+                healthy = false;
+            }
+            lines.extend(sandbox_line);
             let definitions = pins.map(|p| crate::pins::health_of(p, &u.def.name));
             if let Some((_, Some(changed))) = &definitions {
                 lines.push(changed.clone());
@@ -88,6 +96,7 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
                 "restarts": u.restarts(),
                 "uptimeSeconds": u.uptime().map(|d| d.as_secs()),
                 "definitions": definitions.map(|(v, _)| v),
+                "sandbox": sandbox_json,
             })
         })
         .collect();
@@ -142,6 +151,62 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
     });
     let text = format!("Manifold is {status}.\n{}", lines.join("\n"));
     text_result(&text, Some(structured), false)
+}
+
+/// One upstream's `sandbox` block and, when it is off or degraded, its text line (the form of
+/// docs/security.md: each partial or missing control with what the kernel said and the fix).
+fn sandbox_health(name: &str, sandbox: Option<&Sandbox>) -> (Value, Option<String>) {
+    let Some(sandbox) = sandbox else {
+        return (Value::Null, None);
+    };
+    let (profile, running) = match sandbox {
+        Sandbox::Off => {
+            let line = format!(
+                "{name}: sandbox off (profile = \"off\"): it runs with the gateway's access to files and network"
+            );
+            let block = json!({ "profile": "off", "controls": null, "degraded": false });
+            return (block, Some(line));
+        }
+        Sandbox::On { profile, report } => (*profile, report.is_some()),
+    };
+    let controls = sandbox.controls();
+    let map: serde_json::Map<String, Value> = controls
+        .iter()
+        .map(|e| {
+            (
+                e.control.as_str().to_owned(),
+                json!({ "state": e.state.as_str(), "detail": e.detail }),
+            )
+        })
+        .collect();
+    let degraded = sandbox.is_degraded();
+    let block = json!({
+        "profile": profile,
+        "controls": running.then_some(Value::Object(map)),
+        "degraded": degraded,
+    });
+    let line = degraded.then(|| {
+        let weak: Vec<String> = controls
+            .iter()
+            .filter(|e| e.state.is_degraded())
+            .map(|e| format!("{}={} ({})", e.control.as_str(), e.state.as_str(), e.detail))
+            .collect();
+        let enforced: Vec<&str> = controls
+            .iter()
+            .filter(|e| e.state == manifold_upstream::transport::stdio::SandboxState::Enforced)
+            .map(|e| e.control.as_str())
+            .collect();
+        format!(
+            "{name}: sandbox DEGRADED (profile {profile}): {}; enforced: {}",
+            weak.join("; "),
+            if enforced.is_empty() {
+                "nothing".to_owned()
+            } else {
+                enforced.join(", ")
+            }
+        )
+    });
+    (block, line)
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -232,4 +297,81 @@ pub fn search(gateway: &Gateway, ctx: &RequestContext, arguments: &Value) -> Str
 /// An `isError` tool result with a message (for failures of a tool that did run or could not).
 pub fn error_result(text: &str) -> String {
     text_result(text, None, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use manifold_upstream::transport::stdio::{
+        SandboxControl as Control, SandboxEnforcement as Enforcement, SandboxReport as Report,
+        SandboxState as State,
+    };
+
+    use super::*;
+
+    fn fallback_report() -> Report {
+        Report {
+            enforcements: vec![
+                Enforcement::new(Control::Memory, State::Enforced, "cgroup v1 memory.limit"),
+                Enforcement::new(
+                    Control::Namespaces,
+                    State::Missing,
+                    "fallback tier: unshare: EPERM; allow unprivileged user namespaces",
+                ),
+                Enforcement::new(Control::Filesystem, State::Partial, "Landlock paths only"),
+                Enforcement::new(Control::Seccomp, State::Enforced, "deny filter"),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_partial_or_missing_control_is_degraded_with_a_line_naming_errno_and_fix() {
+        let sandbox = Sandbox::On {
+            profile: "strict",
+            report: Some(Arc::new(fallback_report())),
+        };
+        let (block, line) = sandbox_health("fs", Some(&sandbox));
+        assert_eq!(block["profile"], "strict");
+        assert_eq!(block["degraded"], true);
+        assert_eq!(block["controls"]["namespaces"]["state"], "missing");
+        assert_eq!(block["controls"]["filesystem"]["state"], "partial");
+        assert_eq!(block["controls"]["memory"]["state"], "enforced");
+        let line = line.unwrap_or_default();
+        assert!(
+            line.starts_with("fs: sandbox DEGRADED (profile strict): namespaces=missing (fallback tier: unshare: EPERM; allow unprivileged user namespaces); filesystem=partial"),
+            "{line}"
+        );
+        assert!(line.ends_with("enforced: memory, seccomp"), "{line}");
+    }
+
+    #[test]
+    fn enforced_off_unset_and_not_running_are_not_degraded() {
+        let mut all = Report::default();
+        all.enforcements.push(Enforcement::new(
+            Control::Network,
+            State::Off,
+            "network: host (unrestricted)",
+        ));
+        all.enforcements
+            .push(Enforcement::new(Control::Seccomp, State::Enforced, "deny"));
+        let enforced = Sandbox::On {
+            profile: "network",
+            report: Some(Arc::new(all)),
+        };
+        let (block, line) = sandbox_health("web", Some(&enforced));
+        assert_eq!((block["degraded"].clone(), line), (json!(false), None));
+        assert_eq!(block["controls"]["network"]["state"], "off");
+        let idle = Sandbox::On {
+            profile: "strict",
+            report: None,
+        };
+        let (block, line) = sandbox_health("lazy", Some(&idle));
+        assert_eq!(block["controls"], Value::Null);
+        assert!(line.is_none() && !idle.is_degraded());
+        let (block, line) = sandbox_health("loud", Some(&Sandbox::Off));
+        assert_eq!(block["profile"], "off");
+        assert!(line.unwrap_or_default().contains("sandbox off"));
+        assert_eq!(sandbox_health("plain", None), (Value::Null, None));
+    }
 }

@@ -183,10 +183,11 @@ impl Gateway {
             gateway.inner.shutdown.subscribe(),
         )));
         if let Some(pins) = &gateway.inner.settings.pins {
-            // An approval by `manifold pins approve` lands in the file; rebuilding lets the
-            // approved tools back in and tells clients their lists changed.
+            // Writes what catalog builds decide, and takes in an approval by `manifold pins
+            // approve`; rebuilding lets the approved tools back in and tells clients their lists
+            // changed.
             let weak = Arc::downgrade(&gateway.inner);
-            gateway.keep_task(tokio::spawn(crate::pins::watch_file(
+            gateway.keep_task(tokio::spawn(crate::pins::keep_in_step(
                 Arc::clone(pins),
                 move || weak.upgrade().map(|inner| rebuild(&inner)).is_some(),
                 gateway.inner.shutdown.subscribe(),

@@ -29,4 +29,4 @@ pub use context::{
     BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, SilentPeer, TraceHeaders,
 };
 pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
-pub use upstream::{RestartPolicy, Scope, Status, UpstreamDefinition};
+pub use upstream::{RestartPolicy, Sandbox, Scope, Status, UpstreamDefinition};

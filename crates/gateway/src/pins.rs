@@ -4,20 +4,29 @@
 //!
 //! On first sight, each tool's definition is digested (SHA-256 of the RFC 8785 canonical JSON of
 //! its `name`, `title`, `description`, `inputSchema`, `outputSchema` and `annotations`) and the
-//! digest is recorded in `pins.json` in the data directory. A later definition with another digest
-//! is a change: logged, recorded for `manifold pins approve`, reported by `manifold_health`, and,
-//! under a server's `on_change = "block"`, withheld from clients until approved.
+//! digest is recorded, with the definition itself, in a [`PinRepository`]. A later definition with
+//! another digest is a change: logged, recorded for `manifold pins approve`, reported by
+//! `manifold_health`, and, under a server's `on_change = "block"`, withheld from clients until
+//! approved.
 //!
-//! The file is the one source of truth, shared by running gateways and the `manifold pins`
-//! command: every write is a read-modify-write under an exclusive lock on `pins.json.lock`, and a
-//! temporary file renamed over the old one, so no writer loses another's update and no reader
-//! sees half a file. Gateways notice a changed file within [`PIN_FILE_POLL`].
+//! The repository is the source of truth shared by running gateways and the `manifold pins`
+//! command; the `manifold` binary backs it with its store (this crate has no database), and
+//! [`MemoryPins`] backs it in memory. Catalog builds decide on an in-memory copy (they are
+//! synchronous and must not wait on a database) and queue their decisions as conditional writes
+//! ([`PinWrite`]) that [`keep_in_step`] flushes at once; it also polls the repository's revision
+//! every [`PIN_FILE_POLL`] and takes in what another writer (an approval) changed. The conditions
+//! make the order of writers harmless: a first sight never replaces a pin, and a change is recorded
+//! or cleared only against the pin it was compared with, so a gateway cannot undo an approval.
+//!
+//! `pins.json`, where earlier versions kept the pins, is read by [`OldPinFile`] for a one-time
+//! import.
 
 mod canonical_json;
+mod memory;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,19 +39,27 @@ use tokio::sync::watch;
 pub use canonical_json::{
     CanonicalError, Json, canonicalize, ecmascript_number, parse, to_canonical,
 };
+pub use memory::MemoryPins;
 
 use crate::upstream::Lists;
 
-/// The pin file's name inside the data directory.
+/// The file earlier versions kept the pins in, inside the data directory.
 pub const PIN_FILE: &str = "pins.json";
-/// The lock file beside it (never deleted; only its lock matters).
-pub const PIN_LOCK_FILE: &str = "pins.json.lock";
-/// The format version written; a file from a newer Manifold is refused, not overwritten.
+/// The format version of [`PinFile`] (also what `manifold pins list --json` prints); a file from a
+/// newer Manifold is refused, not imported.
 pub const PIN_FILE_VERSION: u32 = 1;
 /// Largest pin file read (a file this big is not one Manifold wrote for any real catalog).
 pub const MAX_PIN_FILE_BYTES: u64 = 64 * 1024 * 1024;
-/// How often a running gateway looks for a changed pin file (an approval by `manifold pins`).
+/// How often a running gateway looks for a change another writer (an approval by `manifold pins`)
+/// made, and retries writes that failed.
 pub const PIN_FILE_POLL: Duration = Duration::from_secs(1);
+/// Largest definition kept beside its pin; a larger one is pinned by its digest alone.
+pub const MAX_PINNED_DEFINITION_BYTES: usize = 256 * 1024;
+/// Writes handed to the repository in one call.
+pub const PIN_WRITE_BATCH: usize = 500;
+/// Writes queued while the repository cannot take them; beyond this, new ones are dropped and the
+/// gateway re-reads the repository once it answers again (the next catalog build re-derives them).
+pub const MAX_PENDING_PIN_WRITES: usize = 100_000;
 /// The members of a tool definition a pin covers, in the order changes are named.
 ///
 /// `title` and `annotations` are in: the title is what a person reads when approving a tool, and
@@ -83,7 +100,7 @@ impl OnChange {
     }
 }
 
-/// Why the pin file could not be used.
+/// Why pins could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
     #[error("could not {action} {path}: {source}")]
@@ -105,6 +122,9 @@ pub enum PinError {
         "{path} was written by a newer Manifold (format {found}, this one knows {PIN_FILE_VERSION}); upgrade Manifold"
     )]
     NewerVersion { path: PathBuf, found: u32 },
+    /// The repository failed; `detail` names it and says what to do.
+    #[error("{detail}")]
+    Repository { detail: String },
 }
 
 /// One pinned definition.
@@ -118,6 +138,17 @@ pub struct Pin {
     /// When it was pinned (seconds since the Unix epoch).
     #[serde(rename = "pinnedAt", default)]
     pub pinned_at: u64,
+    /// When a person approved it (`None`: pinned on first sight).
+    #[serde(
+        rename = "approvedAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub approved_at: Option<u64>,
+    /// The definition as the server sent it (absent for pins from `pins.json`, and for definitions
+    /// over [`MAX_PINNED_DEFINITION_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<String>,
 }
 
 /// A definition seen that differs from its pin, waiting for `manifold pins approve`.
@@ -135,9 +166,12 @@ pub struct Change {
     /// When it was first seen (seconds since the Unix epoch).
     #[serde(rename = "seenAt", default)]
     pub seen_at: u64,
+    /// The definition seen, as the server sent it (when known and small enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<String>,
 }
 
-/// The pin file's content: server name, then the tool's own (upstream) name.
+/// Every pin: server name, then the tool's own (upstream) name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinFile {
     pub version: u32,
@@ -157,8 +191,137 @@ impl Default for PinFile {
     }
 }
 
-/// One server's tools, by upstream name, with their digests.
-type ServerDigests = Arc<Vec<(String, DefinitionDigest)>>;
+impl PinFile {
+    /// Accepts every recorded change of `server` at `now`: the definitions seen become its pins.
+    /// Returns the tools approved, by name.
+    pub fn approve(&mut self, server: &str, now: u64) -> Vec<String> {
+        let Some(changes) = self.changed.remove(server) else {
+            return Vec::new();
+        };
+        let pins = self.pins.entry(server.to_owned()).or_default();
+        let mut approved = Vec::new();
+        for (tool, change) in changes {
+            pins.insert(
+                tool.clone(),
+                Pin {
+                    sha256: change.seen,
+                    parts: change.parts,
+                    pinned_at: now,
+                    approved_at: Some(now),
+                    definition: change.definition,
+                },
+            );
+            approved.push(tool);
+        }
+        approved
+    }
+
+    fn pin_of(&self, server: &str, tool: &str) -> Option<&Pin> {
+        self.pins.get(server).and_then(|p| p.get(tool))
+    }
+}
+
+/// One decision of a catalog build, written under the condition it was made against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PinWrite {
+    /// First sight: pin it, unless a pin is there already (another writer saw it first).
+    Pin {
+        server: String,
+        tool: String,
+        pin: Pin,
+    },
+    /// Record the change, unless the pin is no longer `change.pinned` (it was approved meanwhile).
+    RecordChange {
+        server: String,
+        tool: String,
+        change: Change,
+    },
+    /// Back to the pinned definition: forget the change, unless the pin is no longer `pinned`.
+    ClearChange {
+        server: String,
+        tool: String,
+        pinned: String,
+    },
+}
+
+impl PinWrite {
+    /// Applies the write to `file` under its condition (what a repository does with it).
+    pub fn apply_to(&self, file: &mut PinFile) {
+        match self {
+            PinWrite::Pin { server, tool, pin } => {
+                if file.pin_of(server, tool).is_none() {
+                    file.pins
+                        .entry(server.clone())
+                        .or_default()
+                        .insert(tool.clone(), pin.clone());
+                }
+            }
+            PinWrite::RecordChange {
+                server,
+                tool,
+                change,
+            } => {
+                if file
+                    .pin_of(server, tool)
+                    .is_some_and(|p| p.sha256 == change.pinned)
+                {
+                    file.changed
+                        .entry(server.clone())
+                        .or_default()
+                        .insert(tool.clone(), change.clone());
+                }
+            }
+            PinWrite::ClearChange {
+                server,
+                tool,
+                pinned,
+            } => {
+                if file
+                    .pin_of(server, tool)
+                    .is_some_and(|p| &p.sha256 == pinned)
+                    && let Some(changes) = file.changed.get_mut(server)
+                {
+                    changes.remove(tool);
+                    if changes.is_empty() {
+                        file.changed.remove(server);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a [`PinRepository`] call returns.
+pub type PinFuture<'a, T> =
+    std::pin::Pin<Box<dyn Future<Output = Result<T, PinError>> + Send + 'a>>;
+
+/// Where pins live: shared by every gateway and `manifold pins`, so each write is conditional
+/// ([`PinWrite`]) and every write changes the revision.
+pub trait PinRepository: Send + Sync {
+    /// Every pin, and the revision it was read at.
+    fn snapshot(&self) -> PinFuture<'_, (PinFile, u64)>;
+    /// The revision: it changes with every write, by anyone.
+    fn revision(&self) -> PinFuture<'_, u64>;
+    /// Applies `writes` in order, each under its condition (at most [`PIN_WRITE_BATCH`] at once);
+    /// returns the revision after them.
+    fn apply<'a>(&'a self, writes: &'a [PinWrite]) -> PinFuture<'a, u64>;
+    /// Accepts every recorded change of `server` (seconds since the epoch in `now`); the tools
+    /// approved.
+    fn approve<'a>(&'a self, server: &'a str, now: u64) -> PinFuture<'a, Vec<String>>;
+    /// Where the pins live, for messages.
+    fn describe(&self) -> String;
+}
+
+/// One tool as offered: its upstream name, digest and (when small enough) definition.
+#[derive(Debug, Clone)]
+struct OfferedTool {
+    name: String,
+    digest: DefinitionDigest,
+    definition: Option<String>,
+}
+
+/// One server's tools, with their digests.
+type ServerDigests = Arc<Vec<OfferedTool>>;
 
 /// A tool definition's digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,28 +388,17 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// What identifies one version of the file on disk, to notice another writer's update.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    modified: Option<SystemTime>,
-    len: u64,
-    #[cfg(unix)]
-    inode: u64,
-}
-
-/// The pin file of one data directory.
+/// `pins.json` as earlier versions wrote it, read once to import it.
 #[derive(Debug, Clone)]
-pub struct PinStore {
+pub struct OldPinFile {
     path: PathBuf,
-    lock_path: PathBuf,
 }
 
-impl PinStore {
-    /// The store in `data_dir` (`pins.json`); nothing is touched until the first read or write.
-    pub fn in_dir(data_dir: &Path) -> PinStore {
-        PinStore {
+impl OldPinFile {
+    /// `pins.json` in `data_dir`; nothing is touched until it is read.
+    pub fn in_dir(data_dir: &Path) -> OldPinFile {
+        OldPinFile {
             path: data_dir.join(PIN_FILE),
-            lock_path: data_dir.join(PIN_LOCK_FILE),
         }
     }
 
@@ -254,14 +406,9 @@ impl PinStore {
         &self.path
     }
 
-    fn stamp(&self) -> Option<Stamp> {
-        let meta = std::fs::metadata(&self.path).ok()?;
-        Some(Stamp {
-            modified: meta.modified().ok(),
-            len: meta.len(),
-            #[cfg(unix)]
-            inode: std::os::unix::fs::MetadataExt::ino(&meta),
-        })
+    /// Whether the file is there (it is renamed once imported).
+    pub fn exists(&self) -> bool {
+        self.path.is_file()
     }
 
     /// The file's content; an absent file is an empty one.
@@ -271,7 +418,7 @@ impl PinStore {
             path: self.path.clone(),
             source,
         };
-        let file = match File::open(&self.path) {
+        let file = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PinFile::default()),
             Err(e) => return Err(io("open", e)),
@@ -315,97 +462,16 @@ impl PinStore {
         })
     }
 
-    /// Reads the file, lets `change` edit it, and writes it back if it changed, all under the
-    /// lock. Returns what `change` returned and the file as it now is.
-    pub fn update<T>(
-        &self,
-        change: impl FnOnce(&mut PinFile) -> T,
-    ) -> Result<(T, PinFile), PinError> {
-        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
-        create_private_dir(dir).map_err(|source| PinError::Io {
-            action: "create the data directory",
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|source| PinError::Io {
-                action: "open the lock file",
-                path: self.lock_path.clone(),
-                source,
-            })?;
-        lock.lock().map_err(|source| PinError::Io {
-            action: "lock",
-            path: self.lock_path.clone(),
-            source,
-        })?;
-        let mut file = self.load()?;
-        let before = file.clone();
-        let out = change(&mut file);
-        if file != before {
-            file.version = PIN_FILE_VERSION;
-            self.write(&file)?;
-        }
-        // Dropping `lock` releases it.
-        drop(lock);
-        Ok((out, file))
-    }
-
-    fn write(&self, file: &PinFile) -> Result<(), PinError> {
-        let temporary = self.path.with_extension("json.tmp");
-        let io = |action, path: &Path, source| PinError::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut text = serde_json::to_string_pretty(file).map_err(|e| PinError::Corrupt {
+    /// Renames the imported file to `pins.json.imported` (kept, not deleted, for the operator).
+    pub fn retire(&self) -> Result<PathBuf, PinError> {
+        let to = self.path.with_extension("json.imported");
+        std::fs::rename(&self.path, &to).map_err(|source| PinError::Io {
+            action: "rename the imported pin file",
             path: self.path.clone(),
-            detail: e.to_string(),
+            source,
         })?;
-        text.push('\n');
-        let mut out = File::create(&temporary).map_err(|e| io("create", &temporary, e))?;
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.sync_all())
-            .map_err(|e| io("write", &temporary, e))?;
-        std::fs::rename(&temporary, &self.path).map_err(|e| io("replace", &self.path, e))
+        Ok(to)
     }
-
-    /// Accepts every recorded change of `server`: the definitions seen become its pins. Returns
-    /// the tools approved (none when nothing was waiting).
-    pub fn approve(&self, server: &str) -> Result<Vec<String>, PinError> {
-        let now = unix_now();
-        let (approved, _) = self.update(|file| {
-            let Some(changes) = file.changed.remove(server) else {
-                return Vec::new();
-            };
-            let pins = file.pins.entry(server.to_owned()).or_default();
-            let mut approved = Vec::new();
-            for (tool, change) in changes {
-                pins.insert(
-                    tool.clone(),
-                    Pin {
-                        sha256: change.seen,
-                        parts: change.parts,
-                        pinned_at: now,
-                    },
-                );
-                approved.push(tool);
-            }
-            approved
-        })?;
-        Ok(approved)
-    }
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
 }
 
 /// A tool whose definition differs from its pin, as one catalog build saw it.
@@ -427,7 +493,8 @@ pub struct Review {
     pub changed: HashMap<(String, String), ChangedTool>,
     first_sights: Vec<(String, String)>,
     back_to_pinned: Vec<(String, String)>,
-    modified: bool,
+    /// What to write for the decisions made (none: nothing new).
+    writes: Vec<PinWrite>,
 }
 
 impl Review {
@@ -437,9 +504,8 @@ impl Review {
     }
 }
 
-/// Compares each offered tool with the pins in `file`, recording first sights and changes in it.
-/// Pure apart from `file`, so the decisions can be made on the in-memory copy and made again on
-/// the freshly locked file.
+/// Compares each offered tool with the pins in `file`, recording first sights and changes in it
+/// and in the writes returned. Pure apart from `file`.
 fn review(
     file: &mut PinFile,
     offered: &[(String, ServerDigests)],
@@ -449,20 +515,27 @@ fn review(
     let mut out = Review::default();
     for (server, tools) in offered {
         let policy = policies.get(server).copied().unwrap_or_default();
-        for (tool, digest) in tools.iter() {
+        for offered_tool in tools.iter() {
+            let (tool, digest) = (&offered_tool.name, &offered_tool.digest);
             let PinFile { pins, changed, .. } = &mut *file;
             match pins.get(server).and_then(|p| p.get(tool)) {
                 None => {
-                    pins.entry(server.clone()).or_default().insert(
-                        tool.clone(),
-                        Pin {
-                            sha256: digest.sha256.clone(),
-                            parts: digest.parts.clone(),
-                            pinned_at: now,
-                        },
-                    );
+                    let pin = Pin {
+                        sha256: digest.sha256.clone(),
+                        parts: digest.parts.clone(),
+                        pinned_at: now,
+                        approved_at: None,
+                        definition: offered_tool.definition.clone(),
+                    };
+                    pins.entry(server.clone())
+                        .or_default()
+                        .insert(tool.clone(), pin.clone());
                     out.first_sights.push((server.clone(), tool.clone()));
-                    out.modified = true;
+                    out.writes.push(PinWrite::Pin {
+                        server: server.clone(),
+                        tool: tool.clone(),
+                        pin,
+                    });
                 }
                 Some(pin) if pin.sha256 == digest.sha256 => {
                     let cleared = changed
@@ -474,7 +547,11 @@ fn review(
                             changed.remove(server);
                         }
                         out.back_to_pinned.push((server.clone(), tool.clone()));
-                        out.modified = true;
+                        out.writes.push(PinWrite::ClearChange {
+                            server: server.clone(),
+                            tool: tool.clone(),
+                            pinned: pin.sha256.clone(),
+                        });
                     }
                 }
                 Some(pin) => {
@@ -483,17 +560,23 @@ fn review(
                     let already =
                         recorded.is_some_and(|r| r.seen == digest.sha256 && r.pinned == pin.sha256);
                     if !already {
-                        changed.entry(server.clone()).or_default().insert(
-                            tool.clone(),
-                            Change {
-                                pinned: pin.sha256.clone(),
-                                seen: digest.sha256.clone(),
-                                parts: digest.parts.clone(),
-                                fields: fields.clone(),
-                                seen_at: now,
-                            },
-                        );
-                        out.modified = true;
+                        let change = Change {
+                            pinned: pin.sha256.clone(),
+                            seen: digest.sha256.clone(),
+                            parts: digest.parts.clone(),
+                            fields: fields.clone(),
+                            seen_at: now,
+                            definition: offered_tool.definition.clone(),
+                        };
+                        changed
+                            .entry(server.clone())
+                            .or_default()
+                            .insert(tool.clone(), change.clone());
+                        out.writes.push(PinWrite::RecordChange {
+                            server: server.clone(),
+                            tool: tool.clone(),
+                            change,
+                        });
                     }
                     out.changed.insert(
                         (server.clone(), tool.clone()),
@@ -522,19 +605,29 @@ pub struct ServerPins {
     pub changed: Vec<(String, Change)>,
 }
 
-/// The pins a running gateway enforces: the store, each server's policy, and what it last read.
+/// The pins a running gateway enforces: the repository, each server's policy, what it last read,
+/// and the writes not yet taken by the repository.
 pub struct Pins {
-    store: PinStore,
+    repository: Arc<dyn PinRepository>,
     state: Mutex<PinState>,
+    /// One [`Pins::sync`] at a time.
+    syncing: tokio::sync::Mutex<()>,
+    /// Woken when a review queued writes, so they go out at once.
+    wake: tokio::sync::Notify,
 }
 
 #[derive(Default)]
 struct PinState {
     policies: HashMap<String, OnChange>,
     file: PinFile,
-    stamp: Option<Stamp>,
-    /// Why the file could not be read or written, for health; `None` while all is well.
+    /// The repository's revision `file` reflects; `None` until it was read once.
+    revision: Option<u64>,
+    /// Why the repository could not be read or written, for health; `None` while all is well.
     error: Option<String>,
+    /// Decisions not yet written, oldest first.
+    pending: VecDeque<PinWrite>,
+    /// Writes were dropped (the queue was full): read the repository again once it answers.
+    resync: bool,
     /// Digests per server, valid while the server's lists are the same `Arc`.
     digests: HashMap<String, (Arc<Lists>, ServerDigests)>,
     /// (server, tool, seen digest) already logged, so a change is logged once per process.
@@ -544,33 +637,38 @@ struct PinState {
 impl std::fmt::Debug for Pins {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pins")
-            .field("file", &self.store.path)
+            .field("repository", &self.repository.describe())
             .finish_non_exhaustive()
     }
 }
 
 impl Pins {
-    /// Pins kept in `store`, with `policies` by server name (absent: warn). Reads the file now;
-    /// a file that cannot be read is reported (log and health) and left alone, never overwritten.
-    pub fn open(store: PinStore, policies: HashMap<String, OnChange>) -> Pins {
+    /// Pins kept in `repository`, with `policies` by server name (absent: warn). Reads the
+    /// repository now; when it cannot be read that is reported (log and health) and retried every
+    /// [`PIN_FILE_POLL`] by [`keep_in_step`], and nothing it holds is ever replaced meanwhile.
+    pub async fn open(
+        repository: Arc<dyn PinRepository>,
+        policies: HashMap<String, OnChange>,
+    ) -> Pins {
         let mut state = PinState {
             policies,
             ..PinState::default()
         };
-        match store.load() {
-            Ok(file) => {
+        match repository.snapshot().await {
+            Ok((file, revision)) => {
                 state.file = file;
-                state.stamp = store.stamp();
+                state.revision = Some(revision);
             }
             Err(e) => {
-                tracing::error!(error = %e, "tool definition pins are not enforced from the file");
-                state.stamp = store.stamp();
+                tracing::error!(error = %e, "tool definition pins could not be read; every tool counts as first seen until they can, and reading is retried every second");
                 state.error = Some(e.to_string());
             }
         }
         Pins {
-            store,
+            repository,
             state: Mutex::new(state),
+            syncing: tokio::sync::Mutex::new(()),
+            wake: tokio::sync::Notify::new(),
         }
     }
 
@@ -580,8 +678,8 @@ impl Pins {
         self.state().policies = policies;
     }
 
-    pub fn store(&self) -> &PinStore {
-        &self.store
+    pub fn repository(&self) -> &Arc<dyn PinRepository> {
+        &self.repository
     }
 
     /// A server's policy.
@@ -597,37 +695,86 @@ impl Pins {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Re-reads the file if another writer changed it. Returns true when new content was taken.
-    pub fn refresh(&self) -> bool {
+    fn failed(&self, what: &str, e: &PinError) {
+        let text = format!("{what}: {e}");
         let mut state = self.state();
-        self.refresh_locked(&mut state)
+        if state.error.as_deref() != Some(&text) {
+            tracing::error!(error = %e, "{what}; the pins read before stay in force and it is retried every second");
+        }
+        state.error = Some(text);
     }
 
-    fn refresh_locked(&self, state: &mut PinState) -> bool {
-        let stamp = self.store.stamp();
-        if stamp == state.stamp {
+    /// Writes the queued decisions, then takes in what another writer changed. Returns true when
+    /// the pins in force changed (the catalog should be built again).
+    pub async fn sync(&self) -> bool {
+        let _one = self.syncing.lock().await;
+        loop {
+            let batch: Vec<PinWrite> = self
+                .state()
+                .pending
+                .iter()
+                .take(PIN_WRITE_BATCH)
+                .cloned()
+                .collect();
+            if batch.is_empty() {
+                break;
+            }
+            match self.repository.apply(&batch).await {
+                Ok(revision) => {
+                    let mut state = self.state();
+                    // Reviews only append, so the batch is still at the front.
+                    state.pending.drain(..batch.len());
+                    if state.revision.is_some_and(|r| r + 1 == revision) {
+                        // Nobody else wrote in between: the copy in memory is what is stored.
+                        state.revision = Some(revision);
+                    }
+                    state.error = None;
+                }
+                Err(e) => {
+                    self.failed("tool definition pins could not be saved", &e);
+                    return false;
+                }
+            }
+        }
+        let (seen, resync) = {
+            let state = self.state();
+            (state.revision, state.resync)
+        };
+        let current = match self.repository.revision().await {
+            Ok(r) => r,
+            Err(e) => {
+                self.failed("tool definition pins could not be read", &e);
+                return false;
+            }
+        };
+        if seen == Some(current) && !resync {
             return false;
         }
-        state.stamp = stamp;
-        match self.store.load() {
-            Ok(file) => {
-                let changed = file != state.file;
-                state.file = file;
-                state.error = None;
-                changed
-            }
+        let (file, revision) = match self.repository.snapshot().await {
+            Ok(s) => s,
             Err(e) => {
-                tracing::error!(error = %e, "the pin file changed but could not be read; the pins read before stay in force");
-                state.error = Some(e.to_string());
-                false
+                self.failed("tool definition pins could not be read", &e);
+                return false;
             }
+        };
+        let mut state = self.state();
+        let mut merged = file;
+        // Decisions made meanwhile are not lost: they go out at the next sync.
+        for w in &state.pending {
+            w.apply_to(&mut merged);
         }
+        let changed = merged != state.file;
+        state.file = merged;
+        state.revision = Some(revision);
+        state.resync = false;
+        state.error = None;
+        changed
     }
 
-    /// Compares every offered tool with its pin: pins new ones, records and logs changes.
+    /// Compares every offered tool with its pin: pins new ones, records and logs changes, and
+    /// queues the writes for [`keep_in_step`].
     pub fn review(&self, offered: &[(&str, Arc<Lists>)]) -> Review {
         let mut state = self.state();
-        self.refresh_locked(&mut state);
         let mut digested = Vec::with_capacity(offered.len());
         for (server, lists) in offered {
             let cached = state
@@ -643,10 +790,16 @@ impl Pins {
                             .tools
                             .iter()
                             .filter_map(|t| {
-                                let name = manifold_wire::patch::get_str(t.get(), &["name"])
+                                let raw = t.get();
+                                let name = manifold_wire::patch::get_str(raw, &["name"])
                                     .ok()
                                     .flatten()?;
-                                Some((name, digest_tool(t.get())))
+                                Some(OfferedTool {
+                                    name,
+                                    digest: digest_tool(raw),
+                                    definition: (raw.len() <= MAX_PINNED_DEFINITION_BYTES)
+                                        .then(|| raw.to_owned()),
+                                })
                             })
                             .collect(),
                     );
@@ -661,25 +814,20 @@ impl Pins {
         let now = unix_now();
         let policies = state.policies.clone();
         let mut outcome = review(&mut state.file, &digested, &policies, now);
-        if outcome.modified {
-            match self
-                .store
-                .update(|fresh| review(fresh, &digested, &policies, now))
-            {
-                Ok((fresh_outcome, fresh_file)) => {
-                    // Another writer may have approved meanwhile: the locked file decides.
-                    outcome = fresh_outcome;
-                    state.file = fresh_file;
-                    state.stamp = self.store.stamp();
-                    state.error = None;
+        let writes = std::mem::take(&mut outcome.writes);
+        if !writes.is_empty() {
+            if state.pending.len() + writes.len() > MAX_PENDING_PIN_WRITES {
+                if !state.resync {
+                    tracing::error!(
+                        queued = state.pending.len(),
+                        "tool definition pins cannot be saved and {MAX_PENDING_PIN_WRITES} writes are waiting; newer ones are dropped and the pins are read again once they can be"
+                    );
                 }
-                Err(e) => {
-                    if state.error.as_deref() != Some(&e.to_string()) {
-                        tracing::error!(error = %e, "tool definition pins could not be saved; they hold until Manifold stops");
-                    }
-                    state.error = Some(e.to_string());
-                }
+                state.resync = true;
+            } else {
+                state.pending.extend(writes);
             }
+            self.wake.notify_one();
         }
         self.log(&mut state, &outcome);
         outcome
@@ -691,7 +839,7 @@ impl Pins {
             *first.entry(server.as_str()).or_default() += 1;
         }
         for (server, count) in first {
-            tracing::info!(server, tools = count, file = %self.store.path.display(), "pinned tool definitions on first sight");
+            tracing::info!(server, tools = count, store = %self.repository.describe(), "pinned tool definitions on first sight");
         }
         for (server, tool) in &outcome.back_to_pinned {
             tracing::info!(server = %server, tool = %tool, "a changed tool definition is back to its pinned form");
@@ -746,9 +894,14 @@ impl Pins {
         }
     }
 
-    /// Why the pin file could not be read or written, if it could not.
+    /// Why the pins could not be read or written, if they could not.
     pub fn error(&self) -> Option<String> {
         self.state().error.clone()
+    }
+
+    /// Writes decided but not yet taken by the repository.
+    pub fn pending_writes(&self) -> usize {
+        self.state().pending.len()
     }
 }
 
@@ -814,23 +967,23 @@ pub fn withheld_message(exposed: &str, change: &ChangedTool) -> String {
     )
 }
 
-/// Re-reads the pin file every [`PIN_FILE_POLL`] and calls `changed` when another writer (an
-/// approval) changed it; ends when `changed` returns false or at shutdown.
-pub async fn watch_file(
+/// Keeps a gateway's pins and the repository in step until shutdown: writes what reviews decided
+/// as soon as they queue it, and every [`PIN_FILE_POLL`] reads the revision, calling `changed`
+/// when another writer (an approval) changed the pins in force; ends when `changed` returns false,
+/// or at shutdown, after a last write of what is queued.
+pub async fn keep_in_step(
     pins: Arc<Pins>,
     changed: impl Fn() -> bool + Send + 'static,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        tokio::select! {
-            () = tokio::time::sleep(PIN_FILE_POLL) => {}
-            _ = shutdown.wait_for(|s| *s) => return,
-        }
-        let pins_for_check = Arc::clone(&pins);
-        let refreshed = tokio::task::spawn_blocking(move || pins_for_check.refresh())
-            .await
-            .unwrap_or(false);
-        if refreshed && !changed() {
+        let stopping = tokio::select! {
+            () = tokio::time::sleep(PIN_FILE_POLL) => false,
+            () = pins.wake.notified() => false,
+            _ = shutdown.wait_for(|s| *s) => true,
+        };
+        let taken_in = pins.sync().await;
+        if stopping || (taken_in && !changed()) {
             return;
         }
     }
@@ -839,6 +992,8 @@ pub async fn watch_file(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     use super::*;
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -854,14 +1009,26 @@ mod tests {
     fn offered(server: &str, tools: &[&str]) -> (String, ServerDigests) {
         let digests = tools
             .iter()
-            .map(|raw| {
-                let name = manifold_wire::patch::get_str(raw, &["name"])
+            .map(|raw| OfferedTool {
+                name: manifold_wire::patch::get_str(raw, &["name"])
                     .unwrap()
-                    .unwrap();
-                (name, digest_tool(raw))
+                    .unwrap(),
+                digest: digest_tool(raw),
+                definition: Some((*raw).to_owned()),
             })
             .collect();
         (server.to_owned(), Arc::new(digests))
+    }
+
+    /// The lists an upstream offers, as the catalog hands them to [`Pins::review`].
+    fn lists(tools: &[&str]) -> Arc<Lists> {
+        Arc::new(Lists {
+            tools: tools
+                .iter()
+                .map(|t| serde_json::value::RawValue::from_string((*t).to_owned()).unwrap())
+                .collect(),
+            ..Lists::default()
+        })
     }
 
     const ECHO: &str = r#"{"name":"echo","description":"Echoes.","inputSchema":{"type":"object"}}"#;
@@ -901,15 +1068,19 @@ mod tests {
         let mut file = PinFile::default();
         let policies = HashMap::from([("s".to_owned(), OnChange::Block)]);
         let first = review(&mut file, &[offered("s", &[ECHO])], &policies, 10);
-        assert!(first.modified);
+        assert_eq!(first.writes.len(), 1);
         assert!(first.changed.is_empty());
         assert_eq!(file.pins["s"]["echo"].sha256, digest_tool(ECHO).sha256);
+        assert_eq!(file.pins["s"]["echo"].definition.as_deref(), Some(ECHO));
 
         let same = review(&mut file, &[offered("s", &[ECHO])], &policies, 11);
-        assert!(!same.modified);
+        assert!(same.writes.is_empty());
 
         let pulled = review(&mut file, &[offered("s", &[ECHO_PULLED])], &policies, 12);
-        assert!(pulled.modified);
+        assert!(matches!(
+            pulled.writes.as_slice(),
+            [PinWrite::RecordChange { change, .. }] if change.pinned == digest_tool(ECHO).sha256
+        ));
         let change = pulled.change("s", "echo").unwrap();
         assert_eq!(change.fields, ["description"]);
         assert!(change.withheld);
@@ -918,11 +1089,18 @@ mod tests {
             digest_tool(ECHO_PULLED).sha256
         );
         assert_eq!(file.changed["s"]["echo"].seen_at, 12);
+        assert_eq!(
+            file.changed["s"]["echo"].definition.as_deref(),
+            Some(ECHO_PULLED)
+        );
         // The pin itself is untouched: only an approval moves it.
         assert_eq!(file.pins["s"]["echo"].sha256, digest_tool(ECHO).sha256);
 
         let again = review(&mut file, &[offered("s", &[ECHO_PULLED])], &policies, 13);
-        assert!(!again.modified, "a recorded change is not recorded again");
+        assert!(
+            again.writes.is_empty(),
+            "a recorded change is not recorded again"
+        );
         assert!(again.change("s", "echo").is_some());
 
         let added = r#"{"name":"added_later","inputSchema":{"type":"object"}}"#;
@@ -940,6 +1118,10 @@ mod tests {
 
         let reverted = review(&mut file, &[offered("s", &[ECHO, added])], &policies, 15);
         assert!(reverted.changed.is_empty());
+        assert!(matches!(
+            reverted.writes.as_slice(),
+            [PinWrite::ClearChange { pinned, .. }] if *pinned == digest_tool(ECHO).sha256
+        ));
         assert!(
             !file.changed.contains_key("s"),
             "back to the pin clears the change"
@@ -956,73 +1138,222 @@ mod tests {
     }
 
     #[test]
-    fn the_store_round_trips_and_approve_moves_seen_to_pinned() {
-        let dir = temp_dir("store");
-        let store = PinStore::in_dir(&dir);
-        assert_eq!(store.load().unwrap(), PinFile::default());
+    fn writes_apply_only_under_their_condition() {
+        let mut file = PinFile::default();
         let none = HashMap::new();
-        store
-            .update(|f| review(f, &[offered("s", &[ECHO])], &none, 1))
-            .unwrap();
-        store
-            .update(|f| review(f, &[offered("s", &[ECHO_PULLED])], &none, 2))
-            .unwrap();
-        let file = store.load().unwrap();
-        assert_eq!(file.version, PIN_FILE_VERSION);
-        assert!(file.changed["s"].contains_key("echo"));
-
-        assert_eq!(store.approve("s").unwrap(), ["echo"]);
-        let file = store.load().unwrap();
+        let first = review(&mut file, &[offered("s", &[ECHO])], &none, 1);
+        let pulled = review(&mut file, &[offered("s", &[ECHO_PULLED])], &none, 2);
+        let mut stored = PinFile::default();
+        for w in first.writes.iter().chain(&pulled.writes) {
+            w.apply_to(&mut stored);
+        }
+        assert_eq!(stored, file);
+        // Someone approved meanwhile: the stale change and a stale first sight change nothing.
+        assert_eq!(stored.approve("s", 3), ["echo"]);
+        let approved = stored.clone();
+        for w in first.writes.iter().chain(&pulled.writes) {
+            w.apply_to(&mut stored);
+        }
+        assert_eq!(stored, approved);
         assert_eq!(
-            file.pins["s"]["echo"].sha256,
+            stored.pins["s"]["echo"].sha256,
             digest_tool(ECHO_PULLED).sha256
         );
-        assert!(file.changed.is_empty());
-        assert!(store.approve("s").unwrap().is_empty());
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(stored.pins["s"]["echo"].approved_at, Some(3));
+        assert_eq!(
+            stored.pins["s"]["echo"].definition.as_deref(),
+            Some(ECHO_PULLED)
+        );
+    }
+
+    #[tokio::test]
+    async fn reviews_reach_the_repository_and_an_approval_comes_back() {
+        let repository = Arc::new(MemoryPins::new());
+        let none = HashMap::new();
+        let pins = Pins::open(repository.clone(), none).await;
+        pins.review(&[("s", lists(&[ECHO]))]);
+        assert_eq!(pins.pending_writes(), 1);
+        assert!(!pins.sync().await, "its own writes change nothing in force");
+        assert_eq!(pins.pending_writes(), 0);
+        assert_eq!(
+            repository.file().pins["s"]["echo"].sha256,
+            digest_tool(ECHO).sha256
+        );
+        pins.review(&[("s", lists(&[ECHO_PULLED]))]);
+        pins.sync().await;
+        assert!(repository.file().changed["s"].contains_key("echo"));
+        assert_eq!(pins.server_report("s").changed.len(), 1);
+
+        // Another process approves: the next sync takes it in and says so.
+        assert_eq!(repository.approve("s", 9).await.unwrap(), ["echo"]);
+        assert!(pins.sync().await);
+        let report = pins.server_report("s");
+        assert!(report.changed.is_empty());
+        assert_eq!(report.pinned, 1);
+        assert!(!pins.sync().await);
+    }
+
+    /// A repository that fails while told to, standing in for an unreachable store.
+    struct Flaky {
+        inner: MemoryPins,
+        failing: AtomicBool,
+    }
+
+    impl Flaky {
+        fn gate(&self) -> Result<(), PinError> {
+            if self.failing.load(Ordering::SeqCst) {
+                Err(PinError::Repository {
+                    detail: "the store at test is unreachable".to_owned(),
+                })
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl PinRepository for Flaky {
+        fn snapshot(&self) -> PinFuture<'_, (PinFile, u64)> {
+            match self.gate() {
+                Ok(()) => self.inner.snapshot(),
+                Err(e) => Box::pin(async move { Err(e) }),
+            }
+        }
+        fn revision(&self) -> PinFuture<'_, u64> {
+            match self.gate() {
+                Ok(()) => self.inner.revision(),
+                Err(e) => Box::pin(async move { Err(e) }),
+            }
+        }
+        fn apply<'a>(&'a self, writes: &'a [PinWrite]) -> PinFuture<'a, u64> {
+            match self.gate() {
+                Ok(()) => self.inner.apply(writes),
+                Err(e) => Box::pin(async move { Err(e) }),
+            }
+        }
+        fn approve<'a>(&'a self, server: &'a str, now: u64) -> PinFuture<'a, Vec<String>> {
+            self.inner.approve(server, now)
+        }
+        fn describe(&self) -> String {
+            "flaky".to_owned()
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_wait_out_a_failing_repository_and_survive_a_reload_meanwhile() {
+        let repository = Arc::new(Flaky {
+            inner: MemoryPins::new(),
+            failing: AtomicBool::new(true),
+        });
+        let pins = Pins::open(repository.clone(), HashMap::new()).await;
+        assert!(pins.error().unwrap().contains("unreachable"));
+        pins.review(&[("s", lists(&[ECHO]))]);
+        assert!(!pins.sync().await);
+        assert_eq!(pins.pending_writes(), 1, "kept for the next attempt");
+        assert!(pins.error().unwrap().contains("could not be saved"));
+
+        // Another writer pins a second tool while this gateway cannot write.
+        let other = r#"{"name":"other","inputSchema":{"type":"object"}}"#;
+        let mut theirs = PinFile::default();
+        let written = review(&mut theirs, &[offered("s", &[other])], &HashMap::new(), 1);
+        repository.inner.apply(&written.writes).await.unwrap();
+
+        repository.failing.store(false, Ordering::SeqCst);
+        assert!(pins.sync().await, "the other writer's pin was taken in");
+        assert_eq!(pins.error(), None);
+        assert_eq!(pins.pending_writes(), 0);
+        let stored = repository.inner.file();
+        assert!(stored.pins["s"].contains_key("echo") && stored.pins["s"].contains_key("other"));
+        assert_eq!(pins.server_report("s").pinned, 2);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_new_writes_and_reads_again_once_it_can() {
+        let repository = Arc::new(Flaky {
+            inner: MemoryPins::new(),
+            failing: AtomicBool::new(true),
+        });
+        let pins = Pins::open(repository.clone(), HashMap::new()).await;
+        let tools: Vec<String> = (0..MAX_PENDING_PIN_WRITES)
+            .map(|i| format!(r#"{{"name":"t{i}","inputSchema":{{"type":"object"}}}}"#))
+            .collect();
+        let raw: Vec<&str> = tools.iter().map(String::as_str).collect();
+        pins.review(&[("s", lists(&raw))]);
+        assert_eq!(pins.pending_writes(), MAX_PENDING_PIN_WRITES);
+        pins.review(&[("late", lists(&[ECHO]))]);
+        assert_eq!(
+            pins.pending_writes(),
+            MAX_PENDING_PIN_WRITES,
+            "the queue is bounded"
+        );
+        repository.failing.store(false, Ordering::SeqCst);
+        pins.sync().await;
+        assert_eq!(pins.pending_writes(), 0);
+        // The dropped write is not in memory either once read again, so the next build pins it.
+        assert_eq!(pins.server_report("late").pinned, 0);
+        pins.review(&[("late", lists(&[ECHO]))]);
+        pins.sync().await;
+        assert!(repository.inner.file().pins["late"].contains_key("echo"));
     }
 
     #[test]
-    fn a_corrupt_or_newer_file_is_refused_and_never_overwritten() {
-        let dir = temp_dir("corrupt");
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = PinStore::in_dir(&dir);
-        std::fs::write(store.path(), "{not json").unwrap();
-        assert!(matches!(store.load(), Err(PinError::Corrupt { .. })));
-        assert!(store.update(|f| f.pins.clear()).is_err());
-        assert_eq!(std::fs::read_to_string(store.path()).unwrap(), "{not json");
+    fn only_definitions_within_the_bound_are_kept() {
+        // `{"name":"fits","description":""}` is 32 bytes, `{"name":"big",...}` 31.
+        let fits = format!(
+            r#"{{"name":"fits","description":"{}"}}"#,
+            "x".repeat(MAX_PINNED_DEFINITION_BYTES - 32)
+        );
+        let big = format!(
+            r#"{{"name":"big","description":"{}"}}"#,
+            "x".repeat(MAX_PINNED_DEFINITION_BYTES - 30)
+        );
+        assert_eq!(fits.len(), MAX_PINNED_DEFINITION_BYTES);
+        assert_eq!(big.len(), MAX_PINNED_DEFINITION_BYTES + 1);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let repository = Arc::new(MemoryPins::new());
+            let pins = Pins::open(repository.clone(), HashMap::new()).await;
+            pins.review(&[("s", lists(&[&big, &fits]))]);
+            pins.sync().await;
+            let stored = repository.file();
+            assert_eq!(stored.pins["s"]["big"].definition, None);
+            assert_eq!(stored.pins["s"]["big"].sha256, digest_tool(&big).sha256);
+            assert_eq!(
+                stored.pins["s"]["fits"].definition.as_deref(),
+                Some(fits.as_str())
+            );
+        });
+        const { assert!(PIN_WRITE_BATCH <= MAX_PENDING_PIN_WRITES) };
+    }
 
-        std::fs::write(store.path(), r#"{"version":99,"pins":[]}"#).unwrap();
-        let err = store.load().unwrap_err();
+    #[test]
+    fn an_old_file_is_read_and_a_corrupt_or_newer_one_refused() {
+        let dir = temp_dir("old-file");
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = OldPinFile::in_dir(&dir);
+        assert!(!old.exists());
+        assert_eq!(old.load().unwrap(), PinFile::default());
+        std::fs::write(
+            old.path(),
+            r#"{"version":1,"pins":{"s":{"echo":{"sha256":"aa","parts":{"name":"bb"},"pinnedAt":5}}},"changed":{}}"#,
+        )
+        .unwrap();
+        let file = old.load().unwrap();
+        assert_eq!(file.pins["s"]["echo"].pinned_at, 5);
+        assert_eq!(file.pins["s"]["echo"].definition, None);
+        assert_eq!(file.pins["s"]["echo"].approved_at, None);
+
+        std::fs::write(old.path(), "{not json").unwrap();
+        assert!(matches!(old.load(), Err(PinError::Corrupt { .. })));
+        std::fs::write(old.path(), r#"{"version":99,"pins":[]}"#).unwrap();
+        let err = old.load().unwrap_err();
         assert!(
             matches!(err, PinError::NewerVersion { found: 99, .. }),
             "{err}"
         );
-
-        let pins = Pins::open(store.clone(), HashMap::new());
-        assert!(pins.error().unwrap().contains("newer Manifold"));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_running_keeper_sees_another_writers_approval() {
-        let dir = temp_dir("refresh");
-        let store = PinStore::in_dir(&dir);
-        let none = HashMap::new();
-        store
-            .update(|f| {
-                review(f, &[offered("s", &[ECHO])], &none, 1);
-                review(f, &[offered("s", &[ECHO_PULLED])], &none, 2);
-            })
-            .unwrap();
-        let pins = Pins::open(store.clone(), none);
-        assert_eq!(pins.server_report("s").changed.len(), 1);
-        assert!(!pins.refresh());
-        store.approve("s").unwrap();
-        assert!(pins.refresh());
-        let report = pins.server_report("s");
-        assert!(report.changed.is_empty());
-        assert_eq!(report.pinned, 1);
+        assert_eq!(old.retire().unwrap(), dir.join("pins.json.imported"));
+        assert!(!old.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use manifold_upstream::paginate::ListKind;
+use manifold_upstream::transport::stdio::{
+    SandboxEnforcement, SandboxNetwork, SandboxReport, StdioSandbox,
+};
 use manifold_upstream::{
     CallEvent, CallOptions, ConnectOptions, Connection, EraChoice, PeerInfo, ServerRequestHandler,
     Target, connect,
@@ -254,6 +257,36 @@ fn retry_after_ms(wait: Duration) -> u64 {
     u64::try_from(wait.as_nanos().div_ceil(1_000_000))
         .unwrap_or(u64::MAX)
         .max(1)
+}
+
+/// An upstream's sandbox as `manifold_health`, `/readyz` and `/metrics` show it.
+#[derive(Debug, Clone)]
+pub enum Sandbox {
+    /// `profile = "off"` written: unsandboxed by choice (warned at every start).
+    Off,
+    /// Sandboxed: `profile` is `network` when the server has the host's network, else `strict`;
+    /// `report` is the running process's, `None` while none runs (idle, starting, refused).
+    On {
+        profile: &'static str,
+        report: Option<Arc<SandboxReport>>,
+    },
+}
+
+impl Sandbox {
+    /// A control is partial or missing in the running process: it runs, weaker than configured.
+    pub fn is_degraded(&self) -> bool {
+        matches!(self, Sandbox::On { report: Some(r), .. } if !r.degraded().is_empty())
+    }
+
+    /// The last word on each control of the running process (empty when none runs or off).
+    pub fn controls(&self) -> Vec<SandboxEnforcement> {
+        match self {
+            Sandbox::On {
+                report: Some(r), ..
+            } => r.controls().into_iter().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// One upstream and its live state.
@@ -545,6 +578,30 @@ impl Upstream {
         self.idle_stopped.store(true, Ordering::Release);
         write(&self.status, Status::Idle);
         conn
+    }
+
+    /// Its sandbox: `None` for HTTP upstreams and stdio servers with no `profile` (unsandboxed,
+    /// the default of this release).
+    pub fn sandbox(&self) -> Option<Sandbox> {
+        let Target::Stdio(spec) = &self.def.target else {
+            return None;
+        };
+        match &spec.sandbox {
+            StdioSandbox::Unset => None,
+            StdioSandbox::Off => Some(Sandbox::Off),
+            StdioSandbox::On(sandbox) => {
+                let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+                Some(Sandbox::On {
+                    // The profiles differ by their network; only `network` opens the host's.
+                    profile: if sandbox.network == SandboxNetwork::Host {
+                        "network"
+                    } else {
+                        "strict"
+                    },
+                    report: live.conn.as_ref().and_then(Connection::sandbox),
+                })
+            }
+        }
     }
 
     /// What negotiation learnt, while it is up.

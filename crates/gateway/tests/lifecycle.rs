@@ -484,22 +484,17 @@ fn names_in(list: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_reload_puts_new_rules_and_pin_policies_in_force_with_its_servers_and_only_then() {
-    use manifold_gateway::pins::{OnChange, PinStore, Pins};
+    use manifold_gateway::pins::{MemoryPins, OnChange, Pins};
     use manifold_gateway::policy::{Effect, Policy, RuleSpec};
     use manifold_gateway::rate_limit::RateLimits;
     use manifold_gateway::reconfigure::AccessChange;
     use std::collections::HashMap;
 
-    let dir = std::env::temp_dir().join(format!(
-        "manifold-gateway-lifecycle-access-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
     let pins = Pins::open(
-        PinStore::in_dir(&dir),
+        Arc::new(MemoryPins::new()),
         HashMap::from([("peer".to_owned(), OnChange::Warn)]),
-    );
+    )
+    .await;
     let settings = GatewaySettings {
         pins: Some(Arc::new(pins)),
         ..GatewaySettings::default()
@@ -590,5 +585,4 @@ async fn a_reload_puts_new_rules_and_pin_policies_in_force_with_its_servers_and_
         ]
     );
     g.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

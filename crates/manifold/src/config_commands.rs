@@ -43,14 +43,15 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
 }
 
 /// Imports what earlier versions kept in files in the data dir (`api-keys.json`, the `oauth`
-/// token directory) into the store, if any is there (the store is not opened, or created,
-/// otherwise), and says on stdout what was imported.
+/// token directory, `pins.json`) into the store, if any is there (the store is not opened, or
+/// created, otherwise), and says on stdout what was imported.
 async fn import_old_files(path: &Path) -> Result<(), CliError> {
     let config = crate::keys::load_config(Some(path))?;
     let data_dir = &config.gateway.data_dir;
     let file = manifold_auth::ApiKeyFile::in_dir(data_dir);
     let token_dir = crate::token_store::old_token_dir(data_dir);
-    if !file.exists() && !token_dir.is_dir() {
+    let pin_file = manifold_gateway::pins::OldPinFile::in_dir(data_dir);
+    if !file.exists() && !token_dir.is_dir() && !pin_file.exists() {
         return Ok(());
     }
     let store = crate::key_store::open_for_command(&config).await?;
@@ -85,6 +86,10 @@ async fn import_into(
         crate::token_store::import_token_files(&config.gateway.data_dir, &tokens).await?
     {
         println!("{}", crate::token_store::describe_import(&report));
+    }
+    if let Some(report) = crate::pin_store::import_pin_file(&config.gateway.data_dir, store).await?
+    {
+        println!("{}", crate::pin_store::describe_import(&report));
     }
     Ok(())
 }

@@ -21,13 +21,16 @@ use crate::report::CliError;
 pub struct Stored {
     /// Upstream OAuth tokens, sealed at rest.
     pub tokens: Arc<dyn TokenStore>,
+    /// Tool definition pins, with each server's `on_change` policy.
+    pub pins: Arc<manifold_gateway::pins::Pins>,
 }
 
 impl Stored {
     /// The gateway's state in `store`, for `config`.
     pub async fn open(config: &Config, store: &Arc<Store>) -> Result<Stored, CliError> {
         let tokens: Arc<dyn TokenStore> = crate::token_store::open(config, store).await?;
-        Ok(Stored { tokens })
+        let pins = crate::pin_store::open(config, store).await?;
+        Ok(Stored { tokens, pins })
     }
 }
 
@@ -40,7 +43,7 @@ pub const FORWARDED_CAPABILITIES: &str =
     r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{},"extensions":{}}"#;
 
 /// The core's settings for a configuration.
-pub fn gateway_settings(config: &Config, _stored: &Stored) -> GatewaySettings {
+pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
     let g = &config.gateway;
     let (rules, rate_limits) = access::access_settings(config);
     GatewaySettings {
@@ -53,7 +56,7 @@ pub fn gateway_settings(config: &Config, _stored: &Stored) -> GatewaySettings {
             max_len: g.name_max_len,
             strict_charset: g.strict_names,
         },
-        pins: Some(definition_pins(config)),
+        pins: Some(Arc::clone(&stored.pins)),
         discovery: match g.discovery {
             manifold_config::settings::Discovery::Full => Discovery::Full,
             manifold_config::settings::Discovery::Search => Discovery::Search,
@@ -63,15 +66,6 @@ pub fn gateway_settings(config: &Config, _stored: &Stored) -> GatewaySettings {
         telemetry: crate::telemetry_setup::telemetry(config),
         ..GatewaySettings::default()
     }
-}
-
-/// The tool definition pins the core enforces: `pins.json` in the data directory, and each
-/// server's `on_change` policy.
-pub fn definition_pins(config: &Config) -> Arc<manifold_gateway::pins::Pins> {
-    Arc::new(manifold_gateway::pins::Pins::open(
-        manifold_gateway::pins::PinStore::in_dir(&config.gateway.data_dir),
-        pin_policies(config),
-    ))
 }
 
 /// Each server's `on_change` policy, by name (at start, and again on every reload).

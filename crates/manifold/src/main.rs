@@ -14,6 +14,7 @@ mod gateway_config;
 mod key_store;
 mod keys;
 mod login;
+mod pin_store;
 mod pins_commands;
 mod report;
 mod serve;
@@ -89,7 +90,7 @@ fn main() -> ExitCode {
             Command::Doctor { config } => doctor::doctor(config.as_deref()),
             Command::Import { file } => config_commands::import(file),
             Command::Login { server, config } => login::login(config.as_deref(), server).await,
-            Command::Pins { action } => pins_commands::run(action),
+            Command::Pins { action } => pins_commands::run(action).await,
             Command::Prompt { target, args } => client::prompt(target, args).await,
             Command::ConformanceClient { url } => client::conformance::run(url).await,
         }

@@ -1,17 +1,23 @@
 //! `manifold pins list [SERVER]` and `manifold pins approve SERVER`: the person's side of tool
 //! definition pinning.
 //!
-//! The gateway pins each tool's definition on first sight and records later changes in
-//! `pins.json` in the data directory; a changed tool under `on_change = "block"` stays withheld
-//! until someone who has looked at the change approves it here. Approving rewrites the file
-//! under its lock; running gateways notice within a second, no restart needed.
+//! The gateway pins each tool's definition on first sight and records later changes in the store;
+//! a changed tool under `on_change = "block"` stays withheld until someone who has looked at the
+//! change approves it here. The store is opened like `manifold keys` does (beside a running
+//! gateway); approving moves the seen definitions into the pins in one transaction and bumps the
+//! pin revision, which running gateways notice within a second, no restart needed. An old
+//! `pins.json` is imported first.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use clap::Subcommand;
 use manifold_config::Config;
 use manifold_config::server::OnChange;
-use manifold_gateway::pins::{PIN_FILE_POLL, PinFile, PinStore};
+use manifold_gateway::pins::{PIN_FILE_POLL, PinFile, PinRepository};
+use manifold_store::Store;
+
+use crate::pin_store::StorePins;
 
 use crate::config_commands::config_path;
 use crate::report::{CliError, Outcome};
@@ -29,7 +35,7 @@ pub enum PinsAction {
         /// The configuration file, for its data directory (default: ./manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
-        /// Print the pins as JSON (the file's own format).
+        /// Print the pins as JSON (the format pins.json had, with each definition).
         #[arg(long)]
         json: bool,
     },
@@ -43,16 +49,29 @@ pub enum PinsAction {
     },
 }
 
-/// `manifold pins ...`.
-pub fn run(action: &PinsAction) -> Result<Outcome, CliError> {
-    match action {
-        PinsAction::List {
-            server,
-            config,
-            json,
-        } => list(config.as_deref(), server.as_deref(), *json),
-        PinsAction::Approve { server, config } => approve(config.as_deref(), server),
-    }
+/// `manifold pins ...`: the store opened beside any running gateway, `pins.json` imported once.
+pub async fn run(action: &PinsAction) -> Result<Outcome, CliError> {
+    let given = match action {
+        PinsAction::List { config, .. } | PinsAction::Approve { config, .. } => config.as_deref(),
+    };
+    let config = load_config(given)?;
+    let store = crate::key_store::open_for_command(&config).await?;
+    let outcome = match crate::pin_store::import_pin_file(&config.gateway.data_dir, &store).await {
+        Err(e) => Err(e),
+        Ok(report) => {
+            if let Some(r) = &report {
+                eprintln!("{}", crate::pin_store::describe_import(r));
+            }
+            match action {
+                PinsAction::List { server, json, .. } => {
+                    list(&config, &store, server.as_deref(), *json).await
+                }
+                PinsAction::Approve { server, .. } => approve(&config, &store, server).await,
+            }
+        }
+    };
+    crate::key_store::close(store).await;
+    outcome
 }
 
 /// The configuration whose data directory holds the pins (built-in defaults without a file).
@@ -72,7 +91,7 @@ fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
 fn store_error(e: manifold_gateway::pins::PinError) -> CliError {
     CliError::with_hint(
         e.to_string(),
-        "pins live in gateway.data_dir; check that it is the directory the gateway uses",
+        "pins live in the store ([store], or store.sqlite in gateway.data_dir); give this command the gateway's configuration",
     )
 }
 
@@ -88,10 +107,14 @@ fn short(digest: &str) -> &str {
 }
 
 /// `manifold pins list [SERVER]`.
-pub fn list(given: Option<&Path>, server: Option<&str>, json: bool) -> Result<Outcome, CliError> {
-    let config = load_config(given)?;
-    let store = PinStore::in_dir(&config.gateway.data_dir);
-    let mut file = store.load().map_err(store_error)?;
+async fn list(
+    config: &Config,
+    store: &Arc<Store>,
+    server: Option<&str>,
+    json: bool,
+) -> Result<Outcome, CliError> {
+    let pins = StorePins::new(Arc::clone(store));
+    let (mut file, _) = pins.snapshot().await.map_err(store_error)?;
     if let Some(only) = server {
         file.pins.retain(|s, _| s == only);
         file.changed.retain(|s, _| s == only);
@@ -99,7 +122,7 @@ pub fn list(given: Option<&Path>, server: Option<&str>, json: bool) -> Result<Ou
             return Err(CliError::with_hint(
                 format!(
                     "no pins for server {only:?} in {}, and no such server in the configuration",
-                    store.path().display()
+                    pins.describe()
                 ),
                 "`manifold pins list` shows every server with pins",
             ));
@@ -111,12 +134,12 @@ pub fn list(given: Option<&Path>, server: Option<&str>, json: bool) -> Result<Ou
         println!("{text}");
         return Ok(Outcome::Success);
     }
-    print!("{}", render(&config, &store, &file));
+    print!("{}", render(config, &pins.describe(), &file));
     Ok(Outcome::Success)
 }
 
-fn render(config: &Config, store: &PinStore, file: &PinFile) -> String {
-    let mut out = format!("pins in {}\n", store.path().display());
+fn render(config: &Config, place: &str, file: &PinFile) -> String {
+    let mut out = format!("pins in {place}\n");
     if file.pins.is_empty() {
         out.push_str("no tool definitions pinned yet (a gateway pins them when it first lists a server's tools)\n");
         return out;
@@ -155,20 +178,22 @@ fn render(config: &Config, store: &PinStore, file: &PinFile) -> String {
 }
 
 /// `manifold pins approve SERVER`.
-pub fn approve(given: Option<&Path>, server: &str) -> Result<Outcome, CliError> {
-    let config = load_config(given)?;
-    let store = PinStore::in_dir(&config.gateway.data_dir);
-    let known = store.load().map_err(store_error)?.pins.contains_key(server);
-    if !known && config.server(server).is_none() {
+async fn approve(config: &Config, store: &Arc<Store>, server: &str) -> Result<Outcome, CliError> {
+    let pins = StorePins::new(Arc::clone(store));
+    let (file, _) = pins.snapshot().await.map_err(store_error)?;
+    if !file.pins.contains_key(server) && config.server(server).is_none() {
         return Err(CliError::with_hint(
             format!(
                 "no pins for server {server:?} in {}, and no such server in the configuration",
-                store.path().display()
+                pins.describe()
             ),
             "`manifold pins list` shows every server with pins",
         ));
     }
-    let approved = store.approve(server).map_err(store_error)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let approved = pins.approve(server, now).await.map_err(store_error)?;
     if approved.is_empty() {
         println!("server {server:?} has no changed tool definitions to approve");
     } else {

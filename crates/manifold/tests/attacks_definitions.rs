@@ -1,7 +1,8 @@
 //! Attacker matrix, tool definitions: through `manifold serve` and the `manifold` client, an
 //! upstream that rug-pulls a tool (block mode: withheld, calls refused with the exact error,
-//! `manifold pins approve` lets it back in without a restart), pins that survive a restart, and
-//! an upstream whose titles and descriptions hide text or run on (cleaned, capped, logged).
+//! `manifold pins approve` lets it back in without a restart), pins that survive a restart, an
+//! upstream whose titles and descriptions hide text or run on (cleaned, capped, logged), and a
+//! `pins.json` from an earlier version imported into the store once (by `serve` or `check`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -269,4 +270,98 @@ fn hidden_characters_and_overlong_descriptions_are_cleaned_capped_and_logged() {
     ] {
         assert!(logs.contains(line), "missing {line:?} in:\n{logs}");
     }
+}
+
+/// A `pins.json` an earlier version left is imported into the store at start (renamed, said on
+/// stderr) and enforced: a tool whose definition no longer matches its imported pin is withheld
+/// until `manifold pins approve`, and a second start imports nothing.
+#[test]
+fn an_old_pin_file_is_imported_once_and_enforced() {
+    let dir = temp_dir("import");
+    let cfg = config(&dir, "manifold.toml", "block", &["--behaviour", "rug-pull"]);
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    // Pinned by an earlier version, for a definition the peer no longer serves.
+    std::fs::write(
+        data.join("pins.json"),
+        format!(
+            r#"{{"version":1,"pins":{{"peer":{{"echo":{{"sha256":"{}","parts":{{}},"pinnedAt":1700000000}}}}}},"changed":{{}}}}"#,
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let cfg_arg = cfg.to_str().unwrap();
+    {
+        let s = serve(&dir, &cfg, "first");
+        let list = tools(&s.url);
+        assert!(find(&list, "peer__echo").is_none(), "{list:#?}");
+        assert!(find(&list, "peer__add").is_some(), "{list:#?}");
+        let logs = s.logs();
+        assert!(
+            logs.contains(&format!(
+                "Imported 1 pinned tool definition(s) from {} into the store (servers: peer); 0 already there; the old file is now {}.",
+                data.join("pins.json").display(),
+                data.join("pins.json.imported").display()
+            )),
+            "{logs}"
+        );
+        assert!(!data.join("pins.json").exists());
+        assert!(data.join("pins.json.imported").exists());
+        let (code, out, err) = manifold(&["pins", "list", "peer", "--config", cfg_arg]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with("echo ") && l.contains("CHANGED")),
+            "{out}"
+        );
+        let (code, out, err) = manifold(&["pins", "approve", "peer", "--config", cfg_arg]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("approved 1 changed tool definition(s)"),
+            "{out}"
+        );
+        tools_until(&s.url, "echo to come back", |l| {
+            find(l, "peer__echo").is_some()
+        });
+    }
+    let s = serve(&dir, &cfg, "second");
+    assert!(find(&tools(&s.url), "peer__echo").is_some());
+    assert!(!s.logs().contains("Imported"), "{}", s.logs());
+}
+
+/// `manifold check` imports a left-over `pins.json` too, and says so on stdout; a second check
+/// finds nothing to import.
+#[test]
+fn check_imports_an_old_pin_file_and_says_so() {
+    let dir = temp_dir("check-import");
+    let cfg = config(&dir, "manifold.toml", "warn", &[]);
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("pins.json"),
+        format!(
+            r#"{{"version":1,"pins":{{"peer":{{"echo":{{"sha256":"{}","pinnedAt":1700000000}},"add":{{"sha256":"{}","pinnedAt":1700000000}}}}}}}}"#,
+            "1".repeat(64),
+            "2".repeat(64)
+        ),
+    )
+    .unwrap();
+    let cfg_arg = cfg.to_str().unwrap();
+    let (code, out, err) = manifold(&["check", cfg_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!(
+            "Imported 2 pinned tool definition(s) from {} into the store (servers: peer); 0 already there; the old file is now {}.",
+            data.join("pins.json").display(),
+            data.join("pins.json.imported").display()
+        )),
+        "{out}"
+    );
+    let (code, out, err) = manifold(&["pins", "list", "--config", cfg_arg, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["pins"]["peer"]["add"]["sha256"], "2".repeat(64));
+    let (code, out, _) = manifold(&["check", cfg_arg]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("Imported"), "{out}");
 }

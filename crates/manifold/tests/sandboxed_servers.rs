@@ -1,6 +1,9 @@
 //! `manifold serve` with stdio servers under `profile = "strict"`: real Node and Python peers
 //! still list and answer through the gateway, and a server that reads a file outside its
-//! workspace is refused sandboxed while the same server unsandboxed reads it.
+//! workspace is refused sandboxed while the same server unsandboxed reads it. With the probe's
+//! answer forced weaker (`MANIFOLD_SANDBOX_FORCE_PROBE`, a debug build), the fallback tier shows
+//! in `manifold_health`, `/metrics` and `/readyz`, and a server that requires namespaces is
+//! refused with the kernel's answer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -54,6 +57,11 @@ fn path_str(p: &Path) -> String {
 
 /// Starts `manifold serve` with `config`, the launcher built beside the binary.
 fn serve(dir: &Path, config: &str) -> Serving {
+    serve_forced(dir, config, None)
+}
+
+/// As `serve`, with the sandbox probe's answer forced to `forced` when given.
+fn serve_forced(dir: &Path, config: &str, forced: Option<&str>) -> Serving {
     let launcher =
         manifold_testkit::workspace_binary("manifold-sandbox", "manifold-sandbox-exec").unwrap();
     assert_eq!(
@@ -63,11 +71,17 @@ fn serve(dir: &Path, config: &str) -> Serving {
     );
     let path = dir.join("manifold.toml");
     std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(MANIFOLD)
+    let mut command = Command::new(MANIFOLD);
+    command
         .args(["serve", "--config", path.to_str().unwrap()])
         .current_dir(dir)
         .env("XDG_DATA_HOME", dir.join("xdg"))
         .env("RUST_LOG", "warn,manifold_upstream=info")
+        .env_remove("MANIFOLD_SANDBOX_FORCE_PROBE");
+    if let Some(forced) = forced {
+        command.env("MANIFOLD_SANDBOX_FORCE_PROBE", forced);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
         .spawn()
@@ -220,4 +234,213 @@ fn a_file_outside_the_workspace_is_refused_sandboxed_and_read_unsandboxed() {
                 .all(|l| l.contains("loud") && l.contains("WARN")),
         "{log}"
     );
+}
+
+/// Polls for this long at most for a server to reach the state a test waits for.
+const SETTLE_ATTEMPTS: usize = 200;
+const SETTLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// `manifold_health`'s structured content.
+fn health(url: &str) -> serde_json::Value {
+    let (code, out, err) = client(&["call", url, "manifold_health", "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn upstream<'a>(health: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    health["structuredContent"]["upstreams"]
+        .as_array()
+        .and_then(|all| all.iter().find(|u| u["name"] == name))
+        .unwrap_or_else(|| panic!("{name} missing from {health}"))
+}
+
+/// Health once `name` is in one of `states` (bounded polling: the server starts after `serve`
+/// prints its URL).
+fn health_when(url: &str, name: &str, states: &[&str]) -> serde_json::Value {
+    for _ in 0..SETTLE_ATTEMPTS {
+        let h = health(url);
+        if states.iter().any(|s| upstream(&h, name)["state"] == *s) {
+            return h;
+        }
+        std::thread::sleep(SETTLE_PAUSE);
+    }
+    panic!("{name} never reached {states:?}: {}", health(url));
+}
+
+/// A plain GET on the gateway's listener: status line and body.
+fn get(url: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        body.to_owned(),
+    )
+}
+
+fn reader_script(dir: &Path) -> (PathBuf, PathBuf) {
+    let scripts = dir.join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let script = scripts.join("reader.py");
+    std::fs::write(&script, READER_SERVER).unwrap();
+    (scripts, script)
+}
+
+#[test]
+fn a_forced_fallback_tier_is_reported_degraded_in_health_metrics_and_readyz_but_stays_ready() {
+    let dir = scratch("sandboxed-fallback");
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "the-secret-value").unwrap();
+    let (scripts, script) = reader_script(&dir);
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.fallback]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
+         [servers.fallback.sandbox]\nprofile = \"strict\"\nread_only = [\"{scripts}\"]\nrequire = []\n",
+        data = path_str(&dir.join("data")),
+        script = path_str(&script),
+        scripts = path_str(&scripts),
+    );
+    let s = serve_forced(&dir, &config, Some("no-userns,landlock-abi=1"));
+    let h = health_when(&s.url, "fallback", &["up"]);
+    let sandbox = &upstream(&h, "fallback")["sandbox"];
+    assert_eq!(sandbox["profile"], "strict", "{h}");
+    assert_eq!(sandbox["degraded"], true, "{h}");
+    let controls = &sandbox["controls"];
+    assert_eq!(controls["namespaces"]["state"], "missing", "{h}");
+    let why = controls["namespaces"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains("EPERM") && why.contains("allow unprivileged user namespaces"),
+        "errno and fix: {why}"
+    );
+    assert_eq!(controls["landlock"]["state"], "partial", "{h}");
+    assert_eq!(controls["filesystem"]["state"], "partial", "{h}");
+    assert_eq!(controls["network"]["state"], "partial", "{h}");
+    for enforced in [
+        "seccomp",
+        "no_new_privs",
+        "memory",
+        "pids",
+        "rlimits",
+        "tree_kill",
+    ] {
+        assert_eq!(controls[enforced]["state"], "enforced", "{enforced}: {h}");
+    }
+    assert_eq!(h["structuredContent"]["status"], "degraded", "{h}");
+    let text = h["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("fallback: sandbox DEGRADED (profile strict): namespaces=missing (")
+            && text.contains("filesystem=partial")
+            && text.contains("enforced: "),
+        "{text}"
+    );
+
+    // The server still answers, and Landlock (ABI 1 is enough for this) still hides the secret.
+    let path_arg = format!("path={}", path_str(&secret));
+    let (_, out, err) = client(&["call", &s.url, "fallback__read", "--arg", &path_arg]);
+    assert!(
+        format!("{out}{err}").contains("refused: Permission denied")
+            && !out.contains("the-secret-value"),
+        "{out}\n{err}"
+    );
+
+    let (status, metrics) = get(&s.url, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    for (series, value) in [
+        (
+            r#"manifold_sandbox_enforced{upstream="fallback",control="namespaces",state="missing"}"#,
+            "0",
+        ),
+        (
+            r#"manifold_sandbox_enforced{upstream="fallback",control="filesystem",state="partial"}"#,
+            "0",
+        ),
+        (
+            r#"manifold_sandbox_enforced{upstream="fallback",control="seccomp",state="enforced"}"#,
+            "1",
+        ),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == format!("{series} {value}")),
+            "{series} {value} missing from:\n{metrics}"
+        );
+    }
+
+    let (status, body) = get(&s.url, "/readyz");
+    assert!(
+        status.contains("200"),
+        "a degraded sandbox is still ready: {status}\n{body}"
+    );
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        ready["sandboxDegraded"],
+        serde_json::json!(["fallback"]),
+        "{body}"
+    );
+    assert_eq!(ready["upstreams"][0]["sandbox"], "degraded", "{body}");
+}
+
+#[test]
+fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_are_missing() {
+    let dir = scratch("sandboxed-required");
+    let (scripts, script) = reader_script(&dir);
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.needs-ns]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
+         [servers.needs-ns.sandbox]\nprofile = \"strict\"\nread_only = [\"{scripts}\"]\nrequire = [\"namespaces\"]\n",
+        data = path_str(&dir.join("data")),
+        script = path_str(&script),
+        scripts = path_str(&scripts),
+    );
+    let s = serve_forced(&dir, &config, Some("no-userns"));
+    let h = health_when(&s.url, "needs-ns", &["down", "crash-loop"]);
+    let u = upstream(&h, "needs-ns");
+    let last = u["lastError"].as_str().unwrap_or_default();
+    assert!(
+        last.contains("sandbox refused the server: required control Namespaces is not enforced")
+            && last.contains("EPERM")
+            && last.contains("allow unprivileged user namespaces"),
+        "{h}"
+    );
+    assert_eq!(u["sandbox"]["controls"], serde_json::Value::Null, "{h}");
+    let text = h["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("needs-ns: ") && text.contains("Namespaces is not enforced"),
+        "{text}"
+    );
+    // It never ran, so it never listed its tool: a call is refused as unknown, and the log
+    // says why the server is down.
+    let (code, out, err) = client(&[
+        "call",
+        &s.url,
+        "needs-ns__read",
+        "--arg",
+        "path=/etc/hostname",
+    ]);
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("no tool named \"needs-ns__read\""),
+        "{out}\n{err}"
+    );
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("needs-ns") && l.contains("Namespaces is not enforced")),
+        "{log}"
+    );
+    let (status, body) = get(&s.url, "/readyz");
+    assert!(status.contains("503"), "{status}\n{body}");
+    assert!(body.contains("Namespaces is not enforced"), "{body}");
 }

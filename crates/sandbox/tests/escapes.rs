@@ -723,3 +723,35 @@ fn allow_list_proxy_allows_one_host_refuses_another_and_direct_connects_fail() {
         "unsandboxed the direct connect succeeds"
     );
 }
+
+#[test]
+fn allow_without_namespaces_falls_back_to_no_network_reported_partial() {
+    let env = Env::new();
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let mut spec = env.spec();
+    spec.network = manifold_sandbox::Network::Allow;
+    spec.allow_hosts = vec!["example.com".into()];
+    spec.namespaces = false;
+    spec.require = Vec::new();
+    let launcher = Path::new(env!("CARGO_BIN_EXE_manifold-sandbox-exec"));
+    let connect = py_errno(&format!(
+        "socket.create_connection((\"127.0.0.1\", {port}), timeout=2)"
+    ));
+    let mut command = SandboxedCommand::new(launcher, &spec, "sh", ["-c", &connect]).unwrap();
+    command
+        .command_mut()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let sandboxed = command.spawn().unwrap();
+    assert_eq!(sandboxed.report.state(Control::Network), State::Partial);
+    assert!(
+        sandboxed.egress_listener.is_none(),
+        "no proxy listener without a network namespace"
+    );
+    let out = text(&sandboxed.child.wait_with_output().unwrap());
+    drop(sandboxed.cgroup);
+    assert!(out.contains("EPERM"), "socket(2) denied: {out}");
+    assert!(sh_out(&connect).contains("ok"));
+}

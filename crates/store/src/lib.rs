@@ -8,6 +8,7 @@ mod audit;
 mod error;
 mod location;
 mod oauth_tokens;
+mod pins;
 mod process_lock;
 mod schema;
 mod store;
@@ -25,6 +26,10 @@ pub use location::{
 pub use oauth_tokens::{
     MAX_SEALED_TOKENS_BYTES, MAX_TOKEN_KEY_FILE_BYTES, MAX_TOKEN_SERVER_LEN, OAuthTokens,
     SealedTokens, TOKEN_KEY_FILE, TOKEN_KEY_LEN, TokenKey, token_key_file,
+};
+pub use pins::{
+    MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord, PinRecord,
+    PinSnapshot, PinWriteRecord, ToolPins,
 };
 pub use process_lock::MAX_PID_TEXT;
 pub use schema::{MIGRATIONS_TABLE, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, latest_version};

@@ -8,8 +8,10 @@ use std::process::{Command, Stdio};
 
 use manifold_store::{
     AUDIT_GENESIS, ApiKeyRecord, AuditEntry, AuditFilter, AuditRow, ChainBreak, MAX_API_KEY_GRANTS,
-    MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, Store, StoreError, StoreLocation,
-    TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256, latest_version, migrator_for,
+    MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_PIN_BATCH,
+    MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord, PinRecord, PinSnapshot,
+    PinWriteRecord, Store, StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey, VerifyReport,
+    audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -418,6 +420,8 @@ async fn api_keys_keep_grants_and_one_active_name(backend: Backend) {
 
 on_both_backends!(
     oauth_tokens_are_sealed_and_bound_to_their_server,
+    pins_are_written_under_conditions_and_approved,
+    pin_bounds_are_refused,
     migrates_from_empty,
     newer_schema_is_refused,
     concurrent_writes_all_land,
@@ -1298,5 +1302,196 @@ async fn sqlite_full_disk_is_named_and_keeps_acknowledged_rows() {
     let report = store.audit().verify().await.unwrap();
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.rows_checked, 18);
+    store.close().await;
+}
+
+// ------------------------------------------------------------------ tool pins (step 6)
+
+fn pin(tool: &str, sha: &str) -> PinRecord {
+    PinRecord {
+        server: "srv".to_owned(),
+        tool: tool.to_owned(),
+        sha256: sha.repeat(64),
+        parts: [("description".to_owned(), sha.repeat(16))].into(),
+        definition_json: Some(format!("{{\"name\":\"{tool}\",\"v\":\"{sha}\"}}")),
+        pinned_at_ms: 1_000,
+        approved_at_ms: None,
+        change: None,
+    }
+}
+
+fn change(pinned: &str, seen: &str) -> PinChangeRecord {
+    PinChangeRecord {
+        pinned_sha256: pinned.repeat(64),
+        seen_sha256: seen.repeat(64),
+        parts: [("description".to_owned(), seen.repeat(16))].into(),
+        fields: vec!["description".to_owned()],
+        definition_json: Some(format!("{{\"v\":\"{seen}\"}}")),
+        seen_at_ms: 2_000,
+    }
+}
+
+fn record_change(tool: &str, pinned: &str, seen: &str) -> PinWriteRecord {
+    PinWriteRecord::RecordChange {
+        server: "srv".to_owned(),
+        tool: tool.to_owned(),
+        change: change(pinned, seen),
+    }
+}
+
+async fn pin_of(store: &Store, tool: &str) -> Option<PinRecord> {
+    let snapshot = store.pins().snapshot().await.unwrap();
+    snapshot.pins.into_iter().find(|p| p.tool == tool)
+}
+
+/// Pins round-trip; every write is conditional on what it was decided against (a first sight never
+/// replaces a pin, a change against a pin that moved is dropped), approval moves the seen definition
+/// into the pin, and each write bumps the revision that another process (a `manifold pins approve`
+/// opened beside the gateway) makes visible.
+async fn pins_are_written_under_conditions_and_approved(backend: Backend) {
+    let location = backend.location();
+    let store = Store::open(&location).await.unwrap();
+    let pins = store.pins();
+    assert_eq!(pins.snapshot().await.unwrap(), PinSnapshot::default());
+    let r1 = pins
+        .apply(&[
+            PinWriteRecord::Pin(pin("echo", "a")),
+            PinWriteRecord::Pin(pin("add", "b")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(r1, 1);
+    let snapshot = pins.snapshot().await.unwrap();
+    assert_eq!(snapshot.revision, 1);
+    assert_eq!(snapshot.pins, [pin("add", "b"), pin("echo", "a")]);
+
+    // A first sight of an already pinned tool (another replica saw it first) changes nothing.
+    pins.apply(&[PinWriteRecord::Pin(pin("echo", "x"))])
+        .await
+        .unwrap();
+    assert_eq!(pin_of(&store, "echo").await.unwrap(), pin("echo", "a"));
+
+    // A change against the pin in force is recorded; one against another pin is not.
+    let r3 = pins
+        .apply(&[
+            record_change("echo", "a", "c"),
+            record_change("add", "z", "y"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(r3, 3);
+    assert_eq!(
+        pin_of(&store, "echo").await.unwrap().change,
+        Some(change("a", "c"))
+    );
+    assert_eq!(pin_of(&store, "add").await.unwrap().change, None);
+
+    // Approval from a second process opened beside this one: the holder sees a new revision.
+    let command = Store::open_for_command(&location).await.unwrap();
+    assert_eq!(
+        command.pins().approve("srv", 5_000).await.unwrap(),
+        ["echo"]
+    );
+    assert_eq!(
+        command.pins().approve("srv", 6_000).await.unwrap(),
+        Vec::<String>::new()
+    );
+    command.close().await;
+    assert_eq!(
+        pins.revision().await.unwrap(),
+        4,
+        "an empty approval writes nothing"
+    );
+    let approved = pin_of(&store, "echo").await.unwrap();
+    assert_eq!(approved.sha256, "c".repeat(64));
+    assert_eq!(approved.definition_json.as_deref(), Some("{\"v\":\"c\"}"));
+    assert_eq!(approved.parts, change("a", "c").parts);
+    assert_eq!(
+        (approved.pinned_at_ms, approved.approved_at_ms),
+        (5_000, Some(5_000))
+    );
+    assert_eq!(approved.change, None);
+
+    // A gateway that saw the old change just before the approval cannot undo it.
+    pins.apply(&[record_change("echo", "a", "c")])
+        .await
+        .unwrap();
+    assert_eq!(pin_of(&store, "echo").await.unwrap().change, None);
+
+    // Back to the pin clears a change, but only against the pin in force.
+    pins.apply(&[record_change("echo", "c", "d")])
+        .await
+        .unwrap();
+    let clear = |pinned: &str| PinWriteRecord::ClearChange {
+        server: "srv".to_owned(),
+        tool: "echo".to_owned(),
+        pinned_sha256: pinned.repeat(64),
+    };
+    pins.apply(&[clear("a")]).await.unwrap();
+    assert!(pin_of(&store, "echo").await.unwrap().change.is_some());
+    pins.apply(&[clear("c")]).await.unwrap();
+    assert_eq!(pin_of(&store, "echo").await.unwrap().change, None);
+
+    // An import stores whole rows, changes included, only where nothing is pinned.
+    let imported = PinRecord {
+        change: Some(change("e", "f")),
+        definition_json: None,
+        ..pin("imported", "e")
+    };
+    let before = pins.revision().await.unwrap();
+    assert_eq!(
+        pins.import(&[pin("echo", "q"), imported.clone()])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(pin_of(&store, "imported").await.unwrap(), imported);
+    assert_eq!(pin_of(&store, "echo").await.unwrap().sha256, "c".repeat(64));
+    assert_eq!(pins.import(&[imported]).await.unwrap(), 0);
+    assert_eq!(pins.revision().await.unwrap(), before + 1);
+    store.close().await;
+}
+
+/// `MAX_PIN_BATCH`, `MAX_PIN_DEFINITION_BYTES` and `MAX_PIN_NAME_LEN` hold at the limit and are
+/// refused one past it, before anything is written.
+async fn pin_bounds_are_refused(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let pins = store.pins();
+    let many: Vec<PinWriteRecord> = (0..=MAX_PIN_BATCH)
+        .map(|i| PinWriteRecord::Pin(pin(&format!("t{i}"), "a")))
+        .collect();
+    let refused = pins.apply(&many).await.unwrap_err();
+    assert!(matches!(refused, StoreError::OverLimit { .. }), "{refused}");
+    assert!(refused.to_string().contains("MAX_PIN_BATCH"), "{refused}");
+    assert_eq!(pins.revision().await.unwrap(), 0);
+    pins.apply(&many[..MAX_PIN_BATCH]).await.unwrap();
+    assert_eq!(pins.snapshot().await.unwrap().pins.len(), MAX_PIN_BATCH);
+
+    let big = PinRecord {
+        definition_json: Some("x".repeat(MAX_PIN_DEFINITION_BYTES + 1)),
+        ..pin("big", "a")
+    };
+    let refused = pins.apply(&[PinWriteRecord::Pin(big)]).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::Invalid {
+                field: "definition",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    let at_limit = PinRecord {
+        definition_json: Some("x".repeat(MAX_PIN_DEFINITION_BYTES)),
+        ..pin(&"n".repeat(MAX_PIN_NAME_LEN), "a")
+    };
+    pins.apply(&[PinWriteRecord::Pin(at_limit)]).await.unwrap();
+    let long = pin(&"n".repeat(MAX_PIN_NAME_LEN + 1), "a");
+    let refused = pins.apply(&[PinWriteRecord::Pin(long)]).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Invalid { field: "tool", .. }),
+        "{refused}"
+    );
     store.close().await;
 }

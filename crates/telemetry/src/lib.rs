@@ -19,7 +19,8 @@ pub mod trace_context;
 pub use call_log::{ArgumentLogging, CALL_ID_META, CallLogPolicy, CallRecord};
 pub use labels::{CallOutcome, RejectReason, RequestOutcome};
 pub use metrics::{
-    AuditMetrics, EgressDecision, Metrics, SessionCount, Snapshot, UpstreamSnapshot, UpstreamState,
+    AuditMetrics, EgressDecision, Metrics, SandboxControlSnapshot, SessionCount, Snapshot,
+    UpstreamSnapshot, UpstreamState,
 };
 pub use trace_context::{TraceContext, TraceParent};
 

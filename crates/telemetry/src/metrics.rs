@@ -114,6 +114,13 @@ struct UpstreamStateLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SandboxLabels {
+    upstream: String,
+    control: &'static str,
+    state: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SessionLabels {
     transport: &'static str,
     era: &'static str,
@@ -215,6 +222,19 @@ pub struct UpstreamSnapshot {
     pub restarts: u32,
     /// How long the current connection has been up, while it is.
     pub up_for: Option<Duration>,
+    /// Each sandbox control of the running process; empty when it is not sandboxed or not
+    /// running.
+    pub sandbox: Vec<SandboxControlSnapshot>,
+}
+
+/// One sandbox control of a running upstream, as `manifold_sandbox_enforced` shows it. Both are
+/// names from fixed sets (the sandbox's controls and states), so the labels stay bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxControlSnapshot {
+    /// `namespaces`, `filesystem`, `network`, ...
+    pub control: &'static str,
+    /// `enforced`, `partial`, `missing` or `off`.
+    pub state: &'static str,
 }
 
 /// The live sessions of one transport and revision at scrape time.
@@ -287,6 +307,7 @@ pub struct Metrics {
     in_flight: Family<UpstreamLabels, Gauge>,
     sessions: Family<SessionLabels, Gauge>,
     upstream_state: Family<UpstreamStateLabels, Gauge>,
+    sandbox_enforced: Family<SandboxLabels, Gauge>,
     upstream_restarts: Family<UpstreamLabels, Counter>,
     upstream_last_restart: Family<UpstreamLabels, TimestampGauge>,
     tool_call_retries: Family<UpstreamLabels, Counter>,
@@ -365,6 +386,12 @@ impl Metrics {
             "1 for the state each upstream is in, 0 for the others",
             upstream_state.clone(),
         );
+        let sandbox_enforced = Family::<SandboxLabels, Gauge>::default();
+        registry.register(
+            "manifold_sandbox_enforced",
+            "1 when a running sandboxed upstream's control is enforced, 0 when it is partial, missing or off (the state label says which)",
+            sandbox_enforced.clone(),
+        );
         let upstream_restarts = Family::<UpstreamLabels, Counter>::default();
         registry.register(
             "manifold_upstream_restarts",
@@ -438,6 +465,7 @@ impl Metrics {
             in_flight,
             sessions,
             upstream_state,
+            sandbox_enforced,
             upstream_restarts,
             upstream_last_restart,
             tool_call_retries,
@@ -566,6 +594,7 @@ impl Metrics {
             .as_secs_f64();
         // Upstreams may have been removed (hot reload): rebuilt from the snapshot each time.
         self.upstream_state.clear();
+        self.sandbox_enforced.clear();
         self.upstream_restarts.clear();
         self.upstream_last_restart.clear();
         let mut seen = lock(&self.last_restart_seen);
@@ -578,6 +607,15 @@ impl Metrics {
                         state: state.as_str(),
                     })
                     .set(i64::from(state == u.state));
+            }
+            for c in &u.sandbox {
+                self.sandbox_enforced
+                    .get_or_create(&SandboxLabels {
+                        upstream: u.name.clone(),
+                        control: c.control,
+                        state: c.state,
+                    })
+                    .set(i64::from(c.state == "enforced"));
             }
             let labels = UpstreamLabels {
                 upstream: u.name.clone(),
@@ -788,6 +826,44 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_series_follow_the_snapshot_and_vanish_with_it() {
+        let m = Metrics::new();
+        let mut snapshot = Snapshot {
+            upstreams: vec![UpstreamSnapshot {
+                name: "boxed".to_owned(),
+                state: UpstreamState::Up,
+                restarts: 0,
+                up_for: None,
+                sandbox: vec![SandboxControlSnapshot {
+                    control: "filesystem",
+                    state: "partial",
+                }],
+            }],
+            sessions: Vec::new(),
+        };
+        let series =
+            r#"manifold_sandbox_enforced{upstream="boxed",control="filesystem",state="partial"}"#;
+        assert_eq!(sample(&m.encode(&snapshot), series).as_deref(), Some("0"));
+        snapshot.upstreams[0].sandbox[0].state = "enforced";
+        let text = m.encode(&snapshot);
+        assert_eq!(
+            sample(&text, series),
+            None,
+            "the old state's series is gone"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"manifold_sandbox_enforced{upstream="boxed",control="filesystem",state="enforced"}"#
+            )
+            .as_deref(),
+            Some("1")
+        );
+        snapshot.upstreams[0].sandbox.clear();
+        assert!(!m.encode(&snapshot).contains("manifold_sandbox_enforced{"));
+    }
+
+    #[test]
     fn upstream_state_restarts_and_sessions_come_from_the_snapshot() {
         let m = Metrics::new();
         let snapshot = Snapshot {
@@ -797,12 +873,23 @@ mod tests {
                     state: UpstreamState::Up,
                     restarts: 2,
                     up_for: Some(Duration::from_secs(10)),
+                    sandbox: vec![
+                        SandboxControlSnapshot {
+                            control: "namespaces",
+                            state: "missing",
+                        },
+                        SandboxControlSnapshot {
+                            control: "seccomp",
+                            state: "enforced",
+                        },
+                    ],
                 },
                 UpstreamSnapshot {
                     name: "b".to_owned(),
                     state: UpstreamState::CrashLoop,
                     restarts: 0,
                     up_for: None,
+                    sandbox: Vec::new(),
                 },
             ],
             sessions: vec![SessionCount {
@@ -820,6 +907,14 @@ mod tests {
                 "1",
             ),
             (r#"manifold_upstream_restarts_total{upstream="a"}"#, "2"),
+            (
+                r#"manifold_sandbox_enforced{upstream="a",control="namespaces",state="missing"}"#,
+                "0",
+            ),
+            (
+                r#"manifold_sandbox_enforced{upstream="a",control="seccomp",state="enforced"}"#,
+                "1",
+            ),
             (r#"manifold_upstream_restarts_total{upstream="b"}"#, "0"),
             (
                 r#"manifold_sessions{transport="streamable_http",era="legacy",revision="2025-11-25"}"#,
@@ -854,6 +949,7 @@ mod tests {
                 state: UpstreamState::Down,
                 restarts: 3,
                 up_for: None,
+                sandbox: Vec::new(),
             }],
             sessions: Vec::new(),
         };

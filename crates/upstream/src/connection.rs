@@ -265,6 +265,11 @@ impl Connection {
         self.inner.transport.describe()
     }
 
+    /// What the sandbox enforced around the server, when it runs in one.
+    pub fn sandbox(&self) -> Option<Arc<manifold_sandbox::Report>> {
+        self.inner.transport.sandbox()
+    }
+
     /// Tells the transport which tool arguments carry `x-mcp-header`, from raw tool definitions
     /// (each a JSON object as `tools/list` returned it); call it with every listed tool. The
     /// tools returned must be left out of what is offered downstream.

@@ -1,5 +1,6 @@
 //! Endpoints for operators and orchestrators, beside the MCP endpoint: `/healthz` (the process
-//! answers), `/readyz` (every upstream is up, or lazy and not needed yet) and `/metrics`
+//! answers), `/readyz` (every upstream is up, or lazy and not needed yet; degraded sandboxes are
+//! named, not failed) and `/metrics`
 //! (Prometheus). With `admin_listen` they are also served on a listener of their own, and
 //! `/metrics` only there.
 //!
@@ -15,8 +16,10 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use manifold_gateway::Status;
-use manifold_telemetry::{SessionCount, Snapshot, UpstreamSnapshot, UpstreamState};
+use manifold_gateway::{Sandbox, Status};
+use manifold_telemetry::{
+    SandboxControlSnapshot, SessionCount, Snapshot, UpstreamSnapshot, UpstreamState,
+};
 use manifold_wire::Revision;
 use serde_json::json;
 
@@ -34,9 +37,13 @@ pub(crate) async fn healthz() -> Response {
 }
 
 /// `/readyz`: 200 when every upstream is up (or lazy and idle), else 503 naming the ones that
-/// are not and why.
+/// are not and why. A server whose sandbox is degraded (a control partial or missing) is named in
+/// `sandboxDegraded` but does not fail readiness: it is up and answering, and restarting the
+/// gateway elsewhere on the same kind of host would not strengthen it. `require` is the way to
+/// refuse such a server.
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let mut ready = state.gateway.catalog_error().is_none();
+    let mut sandbox_degraded: Vec<String> = Vec::new();
     let upstreams: Vec<serde_json::Value> = state
         .gateway
         .upstreams()
@@ -52,13 +59,23 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
             if !matches!(name, "up" | "idle") {
                 ready = false;
             }
-            json!({ "name": u.def.name, "state": name, "cause": cause })
+            let sandbox = u.sandbox().map(|s| match s {
+                Sandbox::Off => "off",
+                s if s.is_degraded() => {
+                    sandbox_degraded.push(u.def.name.clone());
+                    "degraded"
+                }
+                Sandbox::On { report: None, .. } => "not running",
+                Sandbox::On { .. } => "enforced",
+            });
+            json!({ "name": u.def.name, "state": name, "cause": cause, "sandbox": sandbox })
         })
         .collect();
     let body = json!({
         "ready": ready,
         "catalogError": state.gateway.catalog_error(),
         "upstreams": upstreams,
+        "sandboxDegraded": sandbox_degraded,
     });
     let status = if ready {
         StatusCode::OK
@@ -90,6 +107,16 @@ fn snapshot(state: &AppState) -> Snapshot {
             },
             restarts: u.restarts(),
             up_for: u.uptime(),
+            sandbox: u
+                .sandbox()
+                .map(|s| s.controls())
+                .unwrap_or_default()
+                .iter()
+                .map(|e| SandboxControlSnapshot {
+                    control: e.control.as_str(),
+                    state: e.state.as_str(),
+                })
+                .collect(),
         })
         .collect();
     let mut counts: Vec<SessionCount> = Vec::new();

@@ -7,6 +7,8 @@
 pub mod http;
 pub mod stdio;
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use manifold_wire::{Fault, Id, Message, Revision};
 use tokio::sync::mpsc;
@@ -73,6 +75,12 @@ pub trait Transport: Send + Sync + 'static {
     /// way to match an answer POSTed later to the question it asked).
     fn carries_server_requests(&self) -> bool {
         true
+    }
+
+    /// What the kernel sandbox really enforced around this server, when it runs in one (a
+    /// sandboxed stdio child); health and metrics show it.
+    fn sandbox(&self) -> Option<Arc<manifold_sandbox::Report>> {
+        None
     }
 
     /// Ends the connection gracefully (closing stdin and reaping a child, DELETE of a session).

@@ -6,7 +6,8 @@
 //! SIGTERM to SIGKILL of the group, and always reaps.
 //!
 //! With a sandbox (`StdioSandbox::On`) the child is spawned through the `manifold-sandbox-exec`
-//! launcher beside the running binary, and what each control really enforced is logged at start.
+//! launcher beside the running binary; what each control really enforced is logged at start and
+//! kept on the transport (`Transport::sandbox`) for health and metrics.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -29,6 +30,12 @@ use tokio::time::Instant;
 use super::{INBOUND_QUEUE, Inbound, InboundTx, Transport};
 use crate::connection::lock;
 use crate::error::UpstreamError;
+
+/// The sandbox's report types, for the gateway's health and metrics without another dependency.
+pub use manifold_sandbox::{
+    Control as SandboxControl, Enforcement as SandboxEnforcement, Network as SandboxNetwork,
+    Report as SandboxReport, State as SandboxState,
+};
 
 /// Parent variables a child sees unless the configuration says otherwise.
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
@@ -113,10 +120,10 @@ pub struct StdioTransport {
     child: tokio::sync::Mutex<Option<Child>>,
     /// Held for the child's life: its drop kills whatever the sandboxed server left behind.
     _cgroup: Option<manifold_sandbox::cgroup::Cgroup>,
+    /// The launcher's report, for a sandboxed child.
+    sandbox: Option<Arc<manifold_sandbox::Report>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     closed: AtomicBool,
-    /// `network = "allow"`: the egress proxy serving this child's sandbox; aborted with it.
-    _egress: Option<EgressTask>,
 }
 
 impl std::fmt::Debug for StdioTransport {
@@ -133,9 +140,8 @@ pub fn spawn(
     let mut cmd = std::process::Command::new(&spec.command);
     cmd.args(&spec.args);
     configure(&mut cmd, spec);
-    let mut egress = None;
-    let (mut child, cgroup) = match &spec.sandbox {
-        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox, &mut egress)?,
+    let (mut child, cgroup, report) = match &spec.sandbox {
+        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox)?,
         StdioSandbox::Off | StdioSandbox::Unset => {
             if spec.sandbox == StdioSandbox::Off {
                 tracing::warn!(
@@ -149,7 +155,7 @@ pub fn spawn(
                     server: server.to_owned(),
                     reason: format!("{}: {e}", spec.command),
                 })?;
-            (child, None)
+            (child, None, None)
         }
     };
     let pid = child.id();
@@ -171,9 +177,9 @@ pub fn spawn(
         writer: Mutex::new(Some(writer_tx)),
         child: tokio::sync::Mutex::new(Some(child)),
         _cgroup: cgroup,
+        sandbox: report.map(Arc::new),
         stderr_tail: Arc::clone(&stderr_tail),
         closed: AtomicBool::new(false),
-        _egress: egress,
     });
     tokio::spawn(write_stdin(stdin, writer_rx));
     let stderr_done = tokio::spawn(read_stderr(server.to_owned(), stderr, stderr_tail));
@@ -228,8 +234,7 @@ fn spawn_sandboxed(
     server: &str,
     spec: &StdioSpec,
     sandbox: &manifold_sandbox::SandboxSpec,
-    egress: &mut Option<EgressTask>,
-) -> Result<(Child, Option<manifold_sandbox::cgroup::Cgroup>), UpstreamError> {
+) -> Result<Sandboxed, UpstreamError> {
     let failed = |e: manifold_sandbox::SandboxError| UpstreamError::Spawn {
         server: server.to_owned(),
         reason: format!("sandbox: {e}"),
@@ -239,12 +244,9 @@ fn spawn_sandboxed(
         manifold_sandbox::SandboxedCommand::new(&launcher, sandbox, &spec.command, &spec.args)
             .map_err(failed)?;
     configure(sandboxed.command_mut(), spec);
-    let mut started = sandboxed
+    let started = sandboxed
         .spawn_with(|cmd| tokio_command(cmd).spawn())
         .map_err(failed)?;
-    if let Some(listener) = started.egress_listener.take() {
-        *egress = Some(start_egress(server, sandbox, listener)?);
-    }
     // Partial or missing controls are what an operator must see without `-v`; enforced ones and
     // those the configuration turned off are the expected state.
     for e in &started.report.enforcements {
@@ -257,49 +259,15 @@ fn spawn_sandboxed(
             }
         }
     }
-    Ok((started.child, started.cgroup))
+    Ok((started.child, started.cgroup, Some(started.report)))
 }
 
-/// The egress proxy task of one sandboxed child: aborted when the transport (and so the child)
-/// goes, which closes the listener.
-struct EgressTask(tokio::task::AbortHandle);
-
-impl Drop for EgressTask {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Serves the allow-list proxy on the listener the launcher bound inside the child's network
-/// namespace. The config loader validated the lists, so a parse error here means a spec built by
-/// hand; it refuses the server rather than run it with no way out it was promised.
-fn start_egress(
-    server: &str,
-    sandbox: &manifold_sandbox::SandboxSpec,
-    listener: std::net::TcpListener,
-) -> Result<EgressTask, UpstreamError> {
-    let failed = |reason: String| UpstreamError::Spawn {
-        server: server.to_owned(),
-        reason,
-    };
-    let policy = manifold_egress::Policy::new(&sandbox.allow_hosts, &sandbox.allow_private)
-        .map_err(|e| failed(format!("sandbox: {e}")))?;
-    let listener = listener
-        .set_nonblocking(true)
-        .and_then(|()| tokio::net::TcpListener::from_std(listener))
-        .map_err(|e| failed(format!("sandbox: serve the egress proxy listener: {e}")))?;
-    tracing::info!(
-        server,
-        hosts = policy.host_count(),
-        "egress proxy serving the sandbox's 127.0.0.1:{}",
-        manifold_sandbox::spec::PROXY_PORT
-    );
-    let task = tokio::spawn(manifold_egress::serve(
-        listener,
-        manifold_egress::Egress::new(server, policy),
-    ));
-    Ok(EgressTask(task.abort_handle()))
-}
+/// A sandboxed child, its cgroup and the launcher's report.
+type Sandboxed = (
+    Child,
+    Option<manifold_sandbox::cgroup::Cgroup>,
+    Option<manifold_sandbox::Report>,
+);
 
 async fn write_stdin(mut stdin: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<Vec<u8>>) {
     while let Some(mut batch) = queue.recv().await {
@@ -564,6 +532,10 @@ impl Transport for StdioTransport {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.shutdown())
+    }
+
+    fn sandbox(&self) -> Option<Arc<manifold_sandbox::Report>> {
+        self.sandbox.clone()
     }
 
     fn describe(&self) -> String {
