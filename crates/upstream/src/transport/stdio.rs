@@ -124,6 +124,8 @@ pub struct StdioTransport {
     sandbox: Option<Arc<manifold_sandbox::Report>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     closed: AtomicBool,
+    /// `network = "allow"`: the egress proxy serving this child's sandbox; aborted with it.
+    _egress: Option<EgressTask>,
 }
 
 impl std::fmt::Debug for StdioTransport {
@@ -140,8 +142,9 @@ pub fn spawn(
     let mut cmd = std::process::Command::new(&spec.command);
     cmd.args(&spec.args);
     configure(&mut cmd, spec);
+    let mut egress = None;
     let (mut child, cgroup, report) = match &spec.sandbox {
-        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox)?,
+        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox, &mut egress)?,
         StdioSandbox::Off | StdioSandbox::Unset => {
             if spec.sandbox == StdioSandbox::Off {
                 tracing::warn!(
@@ -180,6 +183,7 @@ pub fn spawn(
         sandbox: report.map(Arc::new),
         stderr_tail: Arc::clone(&stderr_tail),
         closed: AtomicBool::new(false),
+        _egress: egress,
     });
     tokio::spawn(write_stdin(stdin, writer_rx));
     let stderr_done = tokio::spawn(read_stderr(server.to_owned(), stderr, stderr_tail));
@@ -234,6 +238,7 @@ fn spawn_sandboxed(
     server: &str,
     spec: &StdioSpec,
     sandbox: &manifold_sandbox::SandboxSpec,
+    egress: &mut Option<EgressTask>,
 ) -> Result<Sandboxed, UpstreamError> {
     let failed = |e: manifold_sandbox::SandboxError| UpstreamError::Spawn {
         server: server.to_owned(),
@@ -244,9 +249,12 @@ fn spawn_sandboxed(
         manifold_sandbox::SandboxedCommand::new(&launcher, sandbox, &spec.command, &spec.args)
             .map_err(failed)?;
     configure(sandboxed.command_mut(), spec);
-    let started = sandboxed
+    let mut started = sandboxed
         .spawn_with(|cmd| tokio_command(cmd).spawn())
         .map_err(failed)?;
+    if let Some(listener) = started.egress_listener.take() {
+        *egress = Some(start_egress(server, sandbox, listener)?);
+    }
     // Partial or missing controls are what an operator must see without `-v`; enforced ones and
     // those the configuration turned off are the expected state.
     for e in &started.report.enforcements {
@@ -268,6 +276,47 @@ type Sandboxed = (
     Option<manifold_sandbox::cgroup::Cgroup>,
     Option<manifold_sandbox::Report>,
 );
+
+/// The egress proxy task of one sandboxed child: aborted when the transport (and so the child)
+/// goes, which closes the listener.
+struct EgressTask(tokio::task::AbortHandle);
+
+impl Drop for EgressTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Serves the allow-list proxy on the listener the launcher bound inside the child's network
+/// namespace. The config loader validated the lists, so a parse error here means a spec built by
+/// hand; it refuses the server rather than run it with no way out it was promised.
+fn start_egress(
+    server: &str,
+    sandbox: &manifold_sandbox::SandboxSpec,
+    listener: std::net::TcpListener,
+) -> Result<EgressTask, UpstreamError> {
+    let failed = |reason: String| UpstreamError::Spawn {
+        server: server.to_owned(),
+        reason,
+    };
+    let policy = manifold_egress::Policy::new(&sandbox.allow_hosts, &sandbox.allow_private)
+        .map_err(|e| failed(format!("sandbox: {e}")))?;
+    let listener = listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+        .map_err(|e| failed(format!("sandbox: serve the egress proxy listener: {e}")))?;
+    tracing::info!(
+        server,
+        hosts = policy.host_count(),
+        "egress proxy serving the sandbox's 127.0.0.1:{}",
+        manifold_sandbox::spec::PROXY_PORT
+    );
+    let task = tokio::spawn(manifold_egress::serve(
+        listener,
+        manifold_egress::Egress::new(server, policy),
+    ));
+    Ok(EgressTask(task.abort_handle()))
+}
 
 async fn write_stdin(mut stdin: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<Vec<u8>>) {
     while let Some(mut batch) = queue.recv().await {
