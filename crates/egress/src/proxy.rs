@@ -204,3 +204,22 @@ async fn respond<W: AsyncWrite + Unpin>(client: &mut W, status: &str, body: &str
     let _ = client.write_all(text.as_bytes()).await;
     let _ = client.shutdown().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::assertions_on_constants)]
+    fn bounds_are_positive_and_ordered() {
+        assert!((16..=4096).contains(&MAX_CONNECTIONS));
+        assert!(
+            MAX_RESOLVED >= 2,
+            "dual-stack names resolve to at least two addresses"
+        );
+        for t in [HEAD_TIMEOUT, RESOLVE_TIMEOUT, CONNECT_TIMEOUT] {
+            assert!(t >= Duration::from_secs(1) && t <= Duration::from_secs(60));
+        }
+        assert!(ACCEPT_BACKOFF < HEAD_TIMEOUT);
+    }
+}
