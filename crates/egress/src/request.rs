@@ -294,10 +294,16 @@ mod tests {
         fits.extend_from_slice(b"\r\n\r\nBODY");
         let (head, rest) = read_head(&mut fits.as_slice()).await.unwrap();
         assert_eq!(head.len(), MAX_HEAD_BYTES);
-        assert!(b"BODY".starts_with(&rest), "only bytes after the head are left over");
+        assert!(
+            b"BODY".starts_with(&rest),
+            "only bytes after the head are left over"
+        );
         let small = b"CONNECT a.test:443 HTTP/1.1\r\n\r\nBODY".to_vec();
         let (head, rest) = read_head(&mut small.as_slice()).await.unwrap();
-        assert_eq!((head.len(), rest.as_slice()), (small.len() - 4, &b"BODY"[..]));
+        assert_eq!(
+            (head.len(), rest.as_slice()),
+            (small.len() - 4, &b"BODY"[..])
+        );
         let mut big = b"GET http://a.test/ HTTP/1.1\r\nX: ".to_vec();
         big.resize(MAX_HEAD_BYTES * 2, b'a');
         assert_eq!(
