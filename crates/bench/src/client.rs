@@ -97,6 +97,17 @@ impl Endpoint {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// The same server at another path (Manifold's `/metrics` beside its `/mcp`).
+    pub fn with_path(&self, path: &str) -> Endpoint {
+        let url = format!("http://{}{path}", self.addr);
+        Endpoint {
+            addr: self.addr,
+            authority: self.authority.clone(),
+            path: path.to_owned(),
+            url,
+        }
+    }
 }
 
 /// One keep-alive HTTP/1.1 connection.
@@ -148,8 +159,30 @@ impl Connection {
         }
     }
 
+    /// GETs the endpoint's path and reads the whole answer.
+    pub async fn get(&mut self) -> Result<HttpReply, ClientError> {
+        match tokio::time::timeout(
+            REQUEST_HANG_GUARD,
+            self.send_unguarded(Method::GET, &[], Bytes::new()),
+        )
+        .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ClientError::Timeout(REQUEST_HANG_GUARD)),
+        }
+    }
+
     async fn post_unguarded(
         &mut self,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<HttpReply, ClientError> {
+        self.send_unguarded(Method::POST, headers, body).await
+    }
+
+    async fn send_unguarded(
+        &mut self,
+        method: Method,
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
     ) -> Result<HttpReply, ClientError> {
@@ -158,7 +191,7 @@ impl Connection {
             .await
             .map_err(|e| ClientError::Http(e.to_string()))?;
         let mut request = Request::new(Full::new(body));
-        *request.method_mut() = Method::POST;
+        *request.method_mut() = method;
         *request.uri_mut() = self
             .endpoint
             .path
@@ -588,6 +621,15 @@ mod tests {
         assert!(Endpoint::parse("http://127.0.0.1:80/mcp").is_ok());
         assert!(Endpoint::parse("https://127.0.0.1:80/mcp").is_err());
         assert!(Endpoint::parse("http://localhost:80/mcp").is_err());
+    }
+
+    #[test]
+    fn another_path_keeps_the_server() {
+        let mcp = Endpoint::parse("http://127.0.0.1:8080/mcp").unwrap();
+        let metrics = mcp.with_path("/metrics");
+        assert_eq!(metrics.url(), "http://127.0.0.1:8080/metrics");
+        assert_eq!(metrics.addr, mcp.addr);
+        assert_eq!(metrics.path, "/metrics");
     }
 
     #[test]

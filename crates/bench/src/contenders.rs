@@ -94,6 +94,8 @@ pub struct Launcher {
     pub python: Option<Result<PythonContender, String>>,
     /// Whether this manifold accepts `[telemetry] call_log = false` (older builds do not).
     manifold_call_log_setting: bool,
+    /// Whether this manifold knows `[audit]` (older builds keep no audit trail).
+    manifold_audit_setting: bool,
     started: AtomicUsize,
 }
 
@@ -102,10 +104,20 @@ pub struct Launcher {
 /// mcp-proxy (npm) logs none by default), so figures measure forwarding, not log formatting.
 const QUIET_CALL_LOG: &str = "\n[telemetry]\ncall_log = false\n";
 
-/// Whether `manifold check` accepts the quiet call-log setting.
-fn accepts_call_log_setting(manifold: &Path, workdir: &Path) -> bool {
-    let probe = workdir.join("call-log-probe.toml");
-    if std::fs::write(&probe, QUIET_CALL_LOG).is_err() {
+/// A configuration that only names the audit trail's default, to ask a build whether it has one.
+const AUDIT_PROBE: &str = "\n[audit]\nenabled = true\n";
+
+/// Whether `manifold check` accepts `setting` (a configuration fragment without servers).
+fn accepts_setting(manifold: &Path, workdir: &Path, name: &str, setting: &str) -> bool {
+    let probe = workdir.join(format!("{name}-probe.toml"));
+    // Its own data dir inside the run's work directory, so a check that opens the store creates
+    // nothing outside it.
+    let data_dir = workdir.join(format!("{name}-probe-data"));
+    let text = format!(
+        "[gateway]\ndata_dir = {}\n{setting}",
+        toml_string(&data_dir.to_string_lossy())
+    );
+    if std::fs::write(&probe, text).is_err() {
         return false;
     }
     let accepted = std::process::Command::new(manifold)
@@ -116,6 +128,7 @@ fn accepts_call_log_setting(manifold: &Path, workdir: &Path) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     let _ = std::fs::remove_file(&probe);
+    let _ = std::fs::remove_dir_all(&data_dir);
     accepted
 }
 
@@ -158,7 +171,9 @@ impl Launcher {
         node: Option<Result<NodeContenders, String>>,
         python: Option<Result<PythonContender, String>>,
     ) -> Self {
-        let manifold_call_log_setting = accepts_call_log_setting(&manifold, &workdir);
+        let manifold_call_log_setting =
+            accepts_setting(&manifold, &workdir, "call-log", QUIET_CALL_LOG);
+        let manifold_audit_setting = accepts_setting(&manifold, &workdir, "audit", AUDIT_PROBE);
         Launcher {
             manifold,
             echo,
@@ -166,6 +181,7 @@ impl Launcher {
             node,
             python,
             manifold_call_log_setting,
+            manifold_audit_setting,
             started: AtomicUsize::new(0),
         }
     }
@@ -230,13 +246,27 @@ impl Launcher {
     }
 
     /// Writes Manifold's configuration for `upstream` and spawns `manifold serve` (not waited for).
+    /// The audit trail is left at Manifold's default (on, best effort, SQLite in the data dir):
+    /// the cross-gateway figures are what a user of the default gets.
     pub fn spawn_manifold(
         &self,
         upstream: Upstream,
         http_url: Option<&str>,
     ) -> Result<ChildProcess, String> {
+        self.spawn_manifold_with(upstream, http_url, &self.workdir.join("manifold-data"), "")
+    }
+
+    /// `spawn_manifold` with its own `data_dir` and `extra` appended to the configuration (the
+    /// audit scenario's `[audit]` and `[store]` sections). Manifolds running at the same time
+    /// need different data dirs: a SQLite store belongs to one process.
+    pub fn spawn_manifold_with(
+        &self,
+        upstream: Upstream,
+        http_url: Option<&str>,
+        data_dir: &Path,
+        extra: &str,
+    ) -> Result<ChildProcess, String> {
         let config = self.next_file("manifold", "toml");
-        let data_dir = self.workdir.join("manifold-data");
         let mut text = format!(
             "# Written by manifold-bench for one run.\n[gateway]\ndata_dir = {}\n",
             toml_string(&data_dir.to_string_lossy())
@@ -262,6 +292,7 @@ impl Launcher {
                 ));
             }
         }
+        text.push_str(extra);
         std::fs::write(&config, text)
             .map_err(|e| format!("could not write {}: {e}", config.display()))?;
         let log = config.with_extension("log");
@@ -281,6 +312,31 @@ impl Launcher {
     }
 
     async fn manifold(&self, upstream: Upstream) -> Result<Contender, String> {
+        self.manifold_with(upstream, &self.workdir.join("manifold-data"), "")
+            .await
+    }
+
+    /// Manifold in front of one stdio echo server, with its own data dir and `extra`
+    /// configuration (see [`Launcher::spawn_manifold_with`]); returns once it answers HTTP.
+    pub async fn start_manifold_with(
+        &self,
+        data_dir: &Path,
+        extra: &str,
+    ) -> Result<Contender, String> {
+        self.manifold_with(Upstream::Stdio, data_dir, extra).await
+    }
+
+    /// Whether this manifold has an audit trail (`[audit]`) to measure.
+    pub fn manifold_has_audit_trail(&self) -> bool {
+        self.manifold_audit_setting
+    }
+
+    async fn manifold_with(
+        &self,
+        upstream: Upstream,
+        data_dir: &Path,
+        extra: &str,
+    ) -> Result<Contender, String> {
         let (upstream_process, url) = match upstream {
             Upstream::Http => {
                 let (process, endpoint) = self.echo_http(1).await?;
@@ -288,7 +344,7 @@ impl Launcher {
             }
             _ => (None, None),
         };
-        let mut gateway = self.spawn_manifold(upstream, url.as_deref())?;
+        let mut gateway = self.spawn_manifold_with(upstream, url.as_deref(), data_dir, extra)?;
         let url = gateway.first_stdout_line(START_HANG_GUARD).await?;
         let endpoint = Endpoint::parse(&url).map_err(|e| e.to_string())?;
         Ok(Contender {
@@ -399,10 +455,19 @@ impl Launcher {
     pub fn describe(&self, kind: Kind) -> String {
         match kind {
             Kind::Direct => "manifold-echo http (the client talks to the echo server itself)".to_owned(),
-            Kind::Manifold if self.manifold_call_log_setting => {
-                "manifold serve --config <generated, with [telemetry] call_log = false> --listen 127.0.0.1:0".to_owned()
+            Kind::Manifold => {
+                let call_log = if self.manifold_call_log_setting {
+                    "with [telemetry] call_log = false"
+                } else {
+                    "this build has no call_log setting"
+                };
+                let audit = if self.manifold_audit_setting {
+                    "[audit] left at its default: on, best effort, SQLite in data_dir"
+                } else {
+                    "this build keeps no audit trail"
+                };
+                format!("manifold serve --config <generated, {call_log}; {audit}> --listen 127.0.0.1:0")
             }
-            Kind::Manifold => "manifold serve --config <generated; this build has no call_log setting> --listen 127.0.0.1:0".to_owned(),
             Kind::Supergateway => "node supergateway --stdio 'manifold-echo stdio' --outputTransport streamableHttp --stateful --port P --logLevel none".to_owned(),
             Kind::McpProxyNpm => "node mcp-proxy --host 127.0.0.1 --port P --server stream -- manifold-echo stdio".to_owned(),
             Kind::McpProxyPy => "mcp-proxy --host 127.0.0.1 --port P --log-level WARNING -- manifold-echo stdio".to_owned(),
@@ -411,7 +476,7 @@ impl Launcher {
 }
 
 /// A TOML basic string whose `$` Manifold does not interpolate.
-fn toml_string(text: &str) -> String {
+pub fn toml_string(text: &str) -> String {
     let escaped = text.replace('$', "$$");
     serde_json::to_string(&escaped).unwrap_or_else(|_| "\"\"".to_owned())
 }

@@ -1,7 +1,7 @@
 //! manifold-bench: measures Manifold against a direct connection to the same echo server and
 //! against other MCP gateways (supergateway, mcp-proxy from npm and from PyPI), in one invocation
-//! on one machine: latency, throughput, CPU per call, memory per session, fan-out, cold start and
-//! both protocol eras. `manifold-bench setup` installs the pinned contenders; `run` (the default)
+//! on one machine: latency, throughput, CPU per call, memory per session, fan-out, cold start,
+//! both protocol eras, and what Manifold's audit trail costs. `manifold-bench setup` installs the pinned contenders; `run` (the default)
 //! measures and prints a table, and JSON with `--json FILE`.
 
 mod child_process;
@@ -15,6 +15,7 @@ mod run;
 mod scenarios;
 mod setup;
 mod stats;
+mod throwaway_postgres;
 
 use std::process::ExitCode;
 

@@ -30,6 +30,18 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(user + system)
 }
 
+/// User + system CPU time of `pid` and every process below it, in clock ticks (a server whose
+/// work happens in child processes, like PostgreSQL's backends); `None` when `pid` itself is gone.
+pub fn tree_cpu_ticks(pid: u32) -> Option<u64> {
+    let own = cpu_ticks(pid)?;
+    Some(
+        descendants(pid)
+            .into_iter()
+            .filter_map(cpu_ticks)
+            .fold(own, u64::saturating_add),
+    )
+}
+
 /// Resident memory of `pid` in bytes (VmRSS).
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -148,5 +160,34 @@ mod tests {
         let pid = std::process::id();
         assert!(rss_bytes(pid).unwrap() > 0);
         assert!(cpu_ticks(pid).is_some());
+    }
+
+    #[test]
+    fn a_process_tree_counts_its_children_cpu_time() {
+        // A child that burns CPU until killed: its ticks show in the tree, not in ours alone.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let pid = std::process::id();
+        let child_pid = child.id();
+        let mut child_ticks = 0;
+        for _ in 0..200 {
+            child_ticks = cpu_ticks(child_pid).unwrap_or(0);
+            if child_ticks > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let own = cpu_ticks(pid).unwrap();
+        let tree = tree_cpu_ticks(pid).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(child_ticks > 0, "the child never used a tick");
+        assert!(
+            tree >= own + child_ticks,
+            "tree {tree}, own {own}, child {child_ticks}"
+        );
+        assert_eq!(tree_cpu_ticks(u32::MAX), None);
     }
 }

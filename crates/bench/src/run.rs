@@ -15,8 +15,8 @@ use crate::machine::{Machine, load_average, version_of, workspace_commit};
 use crate::report::{Report, ScenarioReport, Status};
 use crate::scenarios::latency::Case;
 use crate::scenarios::{
-    ALL_SCENARIOS, Fleet, Plan, SMALL_MESSAGE, ScenarioId, coldstart, cpu, fanout, large_message,
-    latency, memory, targets, throughput,
+    ALL_SCENARIOS, Fleet, Plan, SMALL_MESSAGE, ScenarioId, audit, coldstart, cpu, fanout,
+    large_message, latency, memory, targets, throughput,
 };
 use crate::setup;
 
@@ -290,6 +290,22 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
                 .push("added = this contender minus direct in the same era and payload".to_owned());
             s
         }
+        ScenarioId::Audit => {
+            let mut s = ScenarioReport::new(
+                "audit",
+                format!(
+                    "8. Audit trail: Manifold (gateway -> stdio echo) at {} clients with the trail off and on, variants alternating round by round",
+                    audit::CLIENTS
+                ),
+                audit::columns(),
+            );
+            s.notes.push(format!(
+                "calls/s = median of the {} rounds' calls/s; vs off = change against the off row in %; cpu us/call = gateway user+system time / timed calls over all rounds (clock ticks of {:.0} ms; SQLite writes happen in the gateway process, so they are included); store cpu = the PostgreSQL server's processes, outside the gateway; rows = audit rows written (Manifold's /metrics, read once its queue drained), rows/call = rows / every tools/call answered (timed and untimed), 1.000 = every call on the record; rows/batch = rows per store transaction",
+                plan.timed_rounds,
+                1000.0 / crate::process_metrics::clock_ticks_per_second() as f64
+            ));
+            s
+        }
     }
 }
 
@@ -412,6 +428,30 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
         report.rows = coldstart::measure(&launcher, &kinds, &plan).await;
         report.seconds = clock.elapsed().as_secs_f64();
         reports.insert(ScenarioId::Coldstart, report);
+    }
+
+    if wants(ScenarioId::Audit) {
+        eprintln!("manifold-bench: scenario Audit");
+        let clock = Instant::now();
+        let mut report = scenario(ScenarioId::Audit, &plan);
+        if kinds.contains(&Kind::Manifold) {
+            let (rows, notes) = audit::measure(&launcher, &plan).await;
+            report.rows = rows;
+            report.notes.extend(notes);
+        } else {
+            report.rows = audit::VARIANTS
+                .iter()
+                .map(|v| {
+                    crate::report::Row::not_applicable(
+                        v.label(),
+                        Kind::Manifold.name(),
+                        "manifold is not among --contenders",
+                    )
+                })
+                .collect();
+        }
+        report.seconds = clock.elapsed().as_secs_f64();
+        reports.insert(ScenarioId::Audit, report);
     }
 
     let mut scenarios: Vec<ScenarioReport> = reports.into_values().collect();

@@ -110,6 +110,22 @@ pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
         .copied()
 }
 
+/// The median of per-round figures (the mean of the middle two for an even count); `None` for
+/// none. A round the machine disturbed moves it less than it moves a mean.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted.get(middle).copied()
+    } else {
+        Some((sorted.get(middle - 1)? + sorted.get(middle)?) / 2.0)
+    }
+}
+
 /// (max - min) of per-round values in percent of `center`; `None` with fewer than two rounds.
 pub fn spread_pct(per_round: &[f64], center: f64) -> Option<f64> {
     if per_round.len() < 2 || center <= 0.0 {
@@ -134,6 +150,13 @@ mod tests {
         assert_eq!(percentile(&values, 100.0), Some(100));
         assert_eq!(percentile(&[7], 99.0), Some(7));
         assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn the_median_of_rounds_ignores_one_outlier() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 100.0, 1.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 1000.0]), Some(3.0));
     }
 
     #[test]

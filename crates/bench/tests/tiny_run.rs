@@ -25,10 +25,15 @@ struct Outcome {
 
 /// Runs manifold-bench with `args`, stdout and stderr into files (no pipe can fill up).
 fn bench(dir: &Path, args: &[&str]) -> Outcome {
+    bench_with_env(dir, args, &[])
+}
+
+fn bench_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     let stdout_path = dir.join("stdout.txt");
     let stderr_path = dir.join("stderr.txt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_manifold-bench"))
         .args(args)
+        .envs(env.iter().copied())
         .env("MANIFOLD_BENCH_CACHE", dir.join("cache"))
         // Logs the tool keeps after a failed row land here and go with the scratch directory.
         .env("TMPDIR", dir)
@@ -233,5 +238,129 @@ fn an_unknown_contender_is_refused_with_the_names_that_exist() {
     let out = bench(&dir, &["--contenders", "nginx"]);
     assert_eq!(out.status.code(), Some(2), "stderr:\n{}", out.stderr);
     assert!(out.stderr.contains("mcp-proxy-npm"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The audit scenario's variants, in table order.
+const AUDIT_VARIANTS: [&str; 4] = [
+    "off",
+    "sqlite best_effort",
+    "sqlite required",
+    "postgres best_effort",
+];
+
+/// A one-round quick audit run of the debug binaries; returns the report and the outcome.
+fn tiny_audit_run(dir: &Path, env: &[(&str, &str)]) -> (Value, Outcome) {
+    let (manifold, echo) = binaries();
+    let json_path = dir.join("report.json");
+    let json_arg = json_path.to_string_lossy().into_owned();
+    let out = bench_with_env(
+        dir,
+        &[
+            "--quick",
+            "--only",
+            "audit",
+            "--contenders",
+            "manifold",
+            "--rounds",
+            "1",
+            "--manifold",
+            &manifold,
+            "--echo",
+            &echo,
+            "--no-setup",
+            "--json",
+            &json_arg,
+        ],
+        env,
+    );
+    assert!(
+        out.status.success(),
+        "exit {:?}; stderr:\n{}",
+        out.status,
+        out.stderr
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    (report, out)
+}
+
+#[test]
+fn a_tiny_audit_run_measures_every_variant_against_off_with_every_call_on_the_record() {
+    let dir = scratch_dir("audit");
+    let (report, out) = tiny_audit_run(&dir, &[]);
+    let audit = rows(&report, "audit");
+    let cases: Vec<&str> = audit.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    assert_eq!(cases, AUDIT_VARIANTS, "{audit:#?}");
+    for row in audit {
+        let variant = row["case"].as_str().unwrap();
+        let values = &row["values"];
+        assert_eq!(row["status"], "ok", "{row}");
+        assert_eq!(values["errors"], 0, "{row}");
+        assert!(values["calls"].as_u64().unwrap() > 0, "{row}");
+        assert!(values["calls_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(values["cpu_us_per_call"].as_f64().unwrap() > 0.0, "{row}");
+        // Only the variants with a trail are compared with off.
+        assert_eq!(
+            values["calls_per_s_vs_off_pct"].is_f64(),
+            variant != "off",
+            "{row}"
+        );
+        assert_eq!(values["cpu_vs_off_pct"].is_f64(), variant != "off", "{row}");
+        // The store's own CPU is counted where the store is a server of its own.
+        assert_eq!(
+            values["store_cpu_us_per_call"].is_f64(),
+            variant == "postgres best_effort",
+            "{row}"
+        );
+        let written = values["rows_written"].as_f64().unwrap();
+        if variant == "off" {
+            assert_eq!(written, 0.0, "the trail is off: {row}");
+        } else {
+            // One row per tools/call answered, timed or not, and none dropped.
+            assert_eq!(written, values["calls_served"].as_f64().unwrap(), "{row}");
+            assert_eq!(values["rows_dropped"].as_f64().unwrap(), 0.0, "{row}");
+            assert_eq!(values["rows_per_call"].as_f64().unwrap(), 1.0, "{row}");
+        }
+    }
+    let goal = rows(&report, "targets")
+        .iter()
+        .find(|r| {
+            r["case"]
+                .as_str()
+                .unwrap()
+                .starts_with("audit trail's throughput cost at c=64")
+        })
+        .unwrap();
+    let verdict = goal["values"]["verdict"].as_str().unwrap();
+    assert!(verdict == "met" || verdict == "not met", "{goal}");
+    assert!(out.stdout.contains("== 8. Audit trail"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("postgres best_effort"),
+        "{}",
+        out.stdout
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_store_that_cannot_start_fails_its_variant_and_the_others_still_run() {
+    let dir = scratch_dir("audit-no-postgres");
+    let missing = dir.join("no-postgres-here");
+    let missing = missing.to_string_lossy().into_owned();
+    let (report, _) = tiny_audit_run(&dir, &[("MANIFOLD_POSTGRES_BIN", &missing)]);
+    for row in rows(&report, "audit") {
+        if row["case"] == "postgres best_effort" {
+            assert_eq!(row["status"], "failed", "{row}");
+            let note = row["note"].as_str().unwrap();
+            assert!(
+                note.contains("initdb") && note.contains("MANIFOLD_POSTGRES_BIN"),
+                "{row}"
+            );
+        } else {
+            assert_eq!(row["status"], "ok", "{row}");
+            assert_eq!(row["values"]["errors"], 0, "{row}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,8 @@
-//! Why: the seven scenarios of the benchmark share how much work a run does (`Plan`: quick or
+//! Why: the scenarios of the benchmark share how much work a run does (`Plan`: quick or
 //! full), which contenders are up (`Fleet`), and the rule that contenders take turns round by
 //! round in a rotating order, so that machine noise falls on all of them alike.
 
+pub mod audit;
 pub mod coldstart;
 pub mod cpu;
 pub mod fanout;
@@ -31,10 +32,12 @@ pub enum ScenarioId {
     Coldstart,
     /// 7. Scenario 1 for a modern (2026-07-28) client and a legacy session.
     Eras,
+    /// 8. Manifold's audit trail off against on (SQLite best effort and required, PostgreSQL).
+    Audit,
 }
 
 /// Every scenario, in report order.
-pub const ALL_SCENARIOS: [ScenarioId; 7] = [
+pub const ALL_SCENARIOS: [ScenarioId; 8] = [
     ScenarioId::Latency,
     ScenarioId::Throughput,
     ScenarioId::Cpu,
@@ -42,6 +45,7 @@ pub const ALL_SCENARIOS: [ScenarioId; 7] = [
     ScenarioId::Fanout,
     ScenarioId::Coldstart,
     ScenarioId::Eras,
+    ScenarioId::Audit,
 ];
 
 /// The small payload: a short message.

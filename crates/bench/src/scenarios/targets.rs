@@ -1,7 +1,8 @@
 //! Why: issue 5 sets goals for Manifold (added latency, CPU per call, throughput against the
 //! others and against direct, memory per session, fan-out listing). The report closes with each
 //! goal beside the figure this run measured for it, so a reader never has to hunt for it; a goal
-//! whose scenario did not run says so instead of passing silently.
+//! whose scenario did not run says so instead of passing silently. The audit trail's own goal
+//! (at most 10% of throughput with SQLite) closes the list.
 
 use crate::contenders::Kind;
 use crate::report::{Cell, Column, Row, ScenarioReport, Status, column};
@@ -56,6 +57,9 @@ fn goal_row(
     row.set("goal", Cell::Text(goal.to_owned()));
     row
 }
+
+/// The most throughput the audit trail may cost with SQLite (Manifold's default store and mode).
+pub const AUDIT_COST_GOAL_PCT: f64 = 10.0;
 
 /// The goals beside this run's figures; `memory_cap` is the most sessions the run tried to open.
 pub fn evaluate(scenarios: &[ScenarioReport], memory_cap: usize) -> Vec<Row> {
@@ -138,6 +142,22 @@ pub fn evaluate(scenarios: &[ScenarioReport], memory_cap: usize) -> Vec<Row> {
         "< 5 ms",
         |v| v < 5.0,
     ));
+    let change = figure(
+        scenarios,
+        "audit",
+        super::audit::Variant::SqliteBestEffort.label(),
+        manifold,
+        "calls_per_s_vs_off_pct",
+    );
+    rows.push(goal_row(
+        &format!(
+            "audit trail's throughput cost at c={} (SQLite, best effort)",
+            super::audit::CLIENTS
+        ),
+        change.map(|v| (-v, format!("{:.1}%", -v))),
+        &format!("<= {AUDIT_COST_GOAL_PCT:.0}%"),
+        |cost| cost <= AUDIT_COST_GOAL_PCT,
+    ));
     rows
 }
 
@@ -168,5 +188,34 @@ mod tests {
             rows[0].values.get("verdict"),
             Some(&Cell::Text("met".to_owned()))
         );
+    }
+
+    fn audit_verdict(change_pct: f64) -> (Cell, Cell) {
+        let mut audit = ScenarioReport::new("audit", "t", Vec::new());
+        let mut row = Row::new("sqlite best_effort", "manifold");
+        row.set("calls_per_s_vs_off_pct", Cell::figure(change_pct));
+        audit.rows.push(row);
+        let rows = evaluate(&[audit], 100_000);
+        let goal = rows
+            .iter()
+            .find(|r| r.case.starts_with("audit trail's throughput cost"))
+            .unwrap();
+        (
+            goal.values.get("measured").unwrap().clone(),
+            goal.values.get("verdict").unwrap().clone(),
+        )
+    }
+
+    #[test]
+    fn the_audit_trail_may_cost_at_most_ten_percent_of_throughput() {
+        let text = |t: &str| Cell::Text(t.to_owned());
+        assert_eq!(audit_verdict(-4.0), (text("4.0%"), text("met")));
+        assert_eq!(
+            audit_verdict(-AUDIT_COST_GOAL_PCT),
+            (text("10.0%"), text("met"))
+        );
+        assert_eq!(audit_verdict(-10.5), (text("10.5%"), text("not met")));
+        // Faster with the trail (noise) is a negative cost, and within the goal.
+        assert_eq!(audit_verdict(2.0), (text("-2.0%"), text("met")));
     }
 }
