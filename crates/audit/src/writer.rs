@@ -30,6 +30,9 @@ pub const MAX_WRITE_BACKOFF: Duration = Duration::from_secs(5);
 /// While writes are failing and nothing is queued, how often the store is probed, so required
 /// mode serves again soon after the store comes back.
 pub const FAILING_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// In best-effort mode, how long the writer waits for more rows before writing a batch that is
+/// not full; a row may reach the store this much later, a call never waits for it.
+pub const BEST_EFFORT_BATCH_LINGER: Duration = Duration::from_millis(5);
 /// How long a shutdown waits for the queue to be written.
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -256,12 +259,17 @@ async fn write_rows(shared: Arc<Shared>, store: Arc<Store>, mut queue: mpsc::Rec
                 }
             }
         }
-        while open && batch.len() < MAX_AUDIT_BATCH {
-            match queue.try_recv() {
-                Ok(work) => take(work, &mut batch, &mut flushes),
-                Err(mpsc::error::TryRecvError::Empty) => break,
-                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
-            }
+        drain(&mut queue, &mut batch, &mut flushes, &mut open);
+        // Best effort: nobody waits for these rows, so a short wait lets a busy gateway fill
+        // a bigger batch, and one transaction (and one fsync) covers many more calls.
+        if shared.mode == AuditMode::BestEffort
+            && open
+            && flushes.is_empty()
+            && !batch.is_empty()
+            && batch.len() < MAX_AUDIT_BATCH
+        {
+            tokio::time::sleep(BEST_EFFORT_BATCH_LINGER).await;
+            drain(&mut queue, &mut batch, &mut flushes, &mut open);
         }
         if batch.is_empty() {
             flushes.drain(..).for_each(|f| {
@@ -321,6 +329,22 @@ async fn write_rows(shared: Arc<Shared>, store: Arc<Store>, mut queue: mpsc::Rec
     flushes.drain(..).for_each(|f| {
         let _ = f.send(());
     });
+}
+
+/// Takes what is queued now, up to a full batch.
+fn drain(
+    queue: &mut mpsc::Receiver<Work>,
+    batch: &mut Vec<Pending>,
+    flushes: &mut Vec<oneshot::Sender<()>>,
+    open: &mut bool,
+) {
+    while *open && batch.len() < MAX_AUDIT_BATCH {
+        match queue.try_recv() {
+            Ok(work) => take(work, batch, flushes),
+            Err(mpsc::error::TryRecvError::Empty) => break,
+            Err(mpsc::error::TryRecvError::Disconnected) => *open = false,
+        }
+    }
 }
 
 fn take(work: Work, batch: &mut Vec<Pending>, flushes: &mut Vec<oneshot::Sender<()>>) {

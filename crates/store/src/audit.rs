@@ -309,8 +309,8 @@ macro_rules! row_columns {
 const CHAIN_TIP_SQL: &str = "SELECT COALESCE(\
     (SELECT row_sha256 FROM audit_trail ORDER BY seq DESC LIMIT 1), \
     (SELECT anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1))";
-const INSERT_SQL: &str = "INSERT INTO audit_trail (at_ms, call_id, principal, server, target, outcome, record_json, prev_sha256, row_sha256) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq";
+/// The head of a batch's one `INSERT`; `push_values` adds a `VALUES` tuple per row.
+const INSERT_HEAD_SQL: &str = "INSERT INTO audit_trail (at_ms, call_id, principal, server, target, outcome, record_json, prev_sha256, row_sha256) ";
 const ANCHOR_SQL: &str = "SELECT through_seq, pruned_at_ms, pruned_rows, anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1";
 /// The last row a prune removes: the one before the first row at or after the cutoff (or the
 /// newest row, when none is that new), so the pruned part is always a prefix of the chain.
@@ -357,30 +357,40 @@ macro_rules! in_chain_transaction {
 }
 
 /// Appends `$entries` (an iterator of `&AuditEntry`) to the chain inside `$tx`; the seqs.
+/// The chain is computed here first, then the whole batch goes in one multi-row `INSERT`: one
+/// statement per batch, not per row (through sqlx's SQLite worker thread or a PostgreSQL round
+/// trip, a statement per row cost more than the rows themselves). Under the chain lock nothing
+/// else inserts, so the batch's seqs are the ascending ones returned, in entry order.
 macro_rules! append_chained {
     ($tx:ident, $entries:expr) => {{
         let tip: Option<String> = sqlx::query_scalar(CHAIN_TIP_SQL)
             .fetch_one(&mut *$tx)
             .await?;
         let mut prev = tip.unwrap_or_else(|| AUDIT_GENESIS.to_owned());
-        let mut seqs = Vec::new();
+        let mut chained = Vec::new();
         for e in $entries {
             let row_sha256 = audit_row_sha256(&prev, &e.record_json);
-            let seq: i64 = sqlx::query_scalar(INSERT_SQL)
-                .bind(e.at_ms)
-                .bind(&e.call_id)
-                .bind(&e.principal)
-                .bind(&e.server)
-                .bind(&e.target)
-                .bind(&e.outcome)
-                .bind(&e.record_json)
-                .bind(&prev)
-                .bind(&row_sha256)
-                .fetch_one(&mut *$tx)
-                .await?;
-            seqs.push(seq);
-            prev = row_sha256;
+            let prev_sha256 = std::mem::replace(&mut prev, row_sha256.clone());
+            chained.push((e, prev_sha256, row_sha256));
         }
+        let mut insert = sqlx::QueryBuilder::new(INSERT_HEAD_SQL);
+        insert.push_values(chained.iter(), |mut row, (e, prev_sha256, row_sha256)| {
+            row.push_bind(e.at_ms)
+                .push_bind(e.call_id.as_str())
+                .push_bind(e.principal.as_str())
+                .push_bind(e.server.as_str())
+                .push_bind(e.target.as_str())
+                .push_bind(e.outcome.as_str())
+                .push_bind(e.record_json.as_str())
+                .push_bind(prev_sha256.as_str())
+                .push_bind(row_sha256.as_str());
+        });
+        insert.push(" RETURNING seq");
+        let mut seqs: Vec<i64> = insert
+            .build_query_scalar()
+            .fetch_all(&mut *$tx)
+            .await?;
+        seqs.sort_unstable();
         seqs
     }};
 }
