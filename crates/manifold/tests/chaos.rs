@@ -371,7 +371,11 @@ impl Gateway {
             .arg(&config_path)
             .current_dir(dir)
             .env("XDG_DATA_HOME", dir.join("xdg"))
-            .env("RUST_LOG", "info")
+            // A run chasing a rare hang may ask for more (e.g. manifold_upstream=trace).
+            .env(
+                "RUST_LOG",
+                std::env::var("MANIFOLD_CHAOS_RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1898,6 +1902,12 @@ async fn calls_racing_a_legacy_http_session_renewal_are_answered() {
                 )),
             }
         }
+    }
+    if !wrong.is_empty() {
+        // The scratch dir goes with the test: keep the whole log where the failure names it.
+        let kept = std::env::temp_dir().join(format!("chaos-renewal-{}.log", std::process::id()));
+        let _ = std::fs::write(&kept, gateway.log());
+        eprintln!("the whole gateway log is kept at {}", kept.display());
     }
     assert!(
         wrong.is_empty(),
