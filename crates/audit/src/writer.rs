@@ -241,7 +241,7 @@ impl AuditSink for AuditWriter {
 /// the waiting calls, and on failure keeps the batch (required) or retries then drops it (best
 /// effort). Ends when every sender is gone, after writing what is left.
 async fn write_rows(shared: Arc<Shared>, store: Arc<Store>, mut queue: mpsc::Receiver<Work>) {
-    let mut batch: Vec<Pending> = Vec::with_capacity(MAX_AUDIT_BATCH);
+    let mut batch = Batch::default();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     let mut attempts = 0u32;
     let mut backoff = FIRST_WRITE_BACKOFF;
@@ -277,9 +277,8 @@ async fn write_rows(shared: Arc<Shared>, store: Arc<Store>, mut queue: mpsc::Rec
             });
             continue;
         }
-        let entries: Vec<AuditEntry> = batch.iter().map(|p| p.entry.clone()).collect();
         let started = Instant::now();
-        match store.audit().append_batch(&entries).await {
+        match store.audit().append_batch(&batch.entries).await {
             Ok(_) => {
                 let rows = batch.len();
                 shared.metrics.batch_written(rows, started.elapsed());
@@ -291,11 +290,10 @@ async fn write_rows(shared: Arc<Shared>, store: Arc<Store>, mut queue: mpsc::Rec
                     shared.set_failing(None);
                 }
                 shared.settle(rows);
-                for pending in batch.drain(..) {
-                    if let Some(ack) = pending.ack {
-                        let _ = ack.send(Ok(()));
-                    }
+                for ack in batch.acks.drain(..).flatten() {
+                    let _ = ack.send(Ok(()));
                 }
+                batch.entries.clear();
                 if queue.is_empty() {
                     flushes.drain(..).for_each(|f| {
                         let _ = f.send(());
@@ -334,7 +332,7 @@ async fn write_rows(shared: Arc<Shared>, store: Arc<Store>, mut queue: mpsc::Rec
 /// Takes what is queued now, up to a full batch.
 fn drain(
     queue: &mut mpsc::Receiver<Work>,
-    batch: &mut Vec<Pending>,
+    batch: &mut Batch,
     flushes: &mut Vec<oneshot::Sender<()>>,
     open: &mut bool,
 ) {
@@ -347,9 +345,35 @@ fn drain(
     }
 }
 
-fn take(work: Work, batch: &mut Vec<Pending>, flushes: &mut Vec<oneshot::Sender<()>>) {
+fn take(work: Work, batch: &mut Batch, flushes: &mut Vec<oneshot::Sender<()>>) {
     match work {
-        Work::Row(pending) => batch.push(pending),
+        Work::Row(pending) => {
+            batch.entries.push(pending.entry);
+            batch.acks.push(pending.ack);
+        }
         Work::Flush(done) => flushes.push(done),
+    }
+}
+
+/// The rows taken for the next write, and whom to tell of each: kept apart so the store gets
+/// the entries as they are, without a copy.
+#[derive(Default)]
+struct Batch {
+    entries: Vec<AuditEntry>,
+    acks: Vec<Option<oneshot::Sender<Result<(), AuditUnavailable>>>>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.acks.clear();
     }
 }

@@ -386,10 +386,7 @@ macro_rules! append_chained {
                 .push_bind(row_sha256.as_str());
         });
         insert.push(" RETURNING seq");
-        let mut seqs: Vec<i64> = insert
-            .build_query_scalar()
-            .fetch_all(&mut *$tx)
-            .await?;
+        let mut seqs: Vec<i64> = insert.build_query_scalar().fetch_all(&mut *$tx).await?;
         seqs.sort_unstable();
         seqs
     }};

@@ -5,11 +5,9 @@
 //! The record's field names are the trail's format: `manifold audit export` prints them and
 //! verifiers read them, so they change only with [`AUDIT_RECORD_VERSION`].
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use futures::future::BoxFuture;
-use serde_json::{Value, json};
 
 /// The version of the record format, in every record's `v`.
 pub const AUDIT_RECORD_VERSION: u64 = 1;
@@ -108,39 +106,73 @@ impl AuditFacts {
         self.outcome.unwrap_or(AuditOutcome::Cancelled)
     }
 
-    /// The record as the trail stores and hashes it: one JSON object, keys sorted (a `BTreeMap`,
-    /// whatever serde_json's map features are), absent facts left out.
+    /// The record as the trail stores and hashes it: one JSON object, keys sorted, absent facts
+    /// left out. Written from [`Record`], whose fields are declared in sorted order, straight
+    /// into one string (no intermediate map of values: this runs once per call).
     pub fn record_json(&self) -> String {
-        let mut record = BTreeMap::new();
-        let mut put = |key: &'static str, value: Value| {
-            if !value.is_null() {
-                record.insert(key, value);
-            }
+        let record = Record {
+            args_sha256: self.args_sha256.as_deref(),
+            arguments: self.arguments.as_deref(),
+            at_ms: self.at_ms,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            call_id: &self.call_id,
+            client_name: self.client_name.as_deref(),
+            client_version: self.client_version.as_deref(),
+            duration_us: self.duration_us,
+            error: self.error.as_deref(),
+            error_code: self.error_code,
+            groups: &self.groups,
+            method: &self.method,
+            outcome: self.outcome().as_str(),
+            principal: &self.principal,
+            result_sha256: self.result_sha256.as_deref(),
+            retries: self.retries,
+            server: &self.server,
+            session: self.session.as_deref(),
+            target: &self.target,
+            trace_id: self.trace_id.as_deref(),
+            v: AUDIT_RECORD_VERSION,
         };
-        put("v", json!(AUDIT_RECORD_VERSION));
-        put("at_ms", json!(self.at_ms));
-        put("call_id", json!(self.call_id));
-        put("principal", json!(self.principal));
-        put("groups", json!(self.groups));
-        put("session", json!(self.session));
-        put("client_name", json!(self.client_name));
-        put("client_version", json!(self.client_version));
-        put("server", json!(self.server));
-        put("method", json!(self.method));
-        put("target", json!(self.target));
-        put("outcome", json!(self.outcome().as_str()));
-        put("error_code", json!(self.error_code));
-        put("error", json!(self.error));
-        put("args_sha256", json!(self.args_sha256));
-        put("result_sha256", json!(self.result_sha256));
-        put("arguments", json!(self.arguments));
-        put("duration_us", json!(self.duration_us));
-        put("bytes_in", json!(self.bytes_in));
-        put("bytes_out", json!(self.bytes_out));
-        put("retries", json!(self.retries));
-        put("trace_id", json!(self.trace_id));
         serde_json::to_string(&record).unwrap_or_default()
     }
+}
+
+/// The record's shape. Fields are declared in sorted order, so serde writes the keys sorted;
+/// `record_keys_are_written_in_sorted_order` keeps it so.
+#[derive(serde::Serialize)]
+struct Record<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args_sha256: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a str>,
+    at_ms: i64,
+    bytes_in: u64,
+    bytes_out: u64,
+    call_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_version: Option<&'a str>,
+    duration_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<i64>,
+    groups: &'a [String],
+    method: &'a str,
+    outcome: &'a str,
+    principal: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_sha256: Option<&'a str>,
+    retries: u32,
+    server: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a str>,
+    target: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
+    v: u64,
 }
 
 /// Why the trail cannot take a row now.
@@ -205,7 +237,8 @@ mod tests {
             ..AuditFacts::default()
         };
         let record = facts.record_json();
-        let parsed: serde_json::Map<String, Value> = serde_json::from_str(&record).unwrap();
+        let parsed: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&record).unwrap();
         let mut at = 0;
         let mut positions = Vec::new();
         for key in parsed.keys() {
@@ -220,6 +253,45 @@ mod tests {
         assert_eq!(parsed["v"], 1);
         assert!(!parsed.contains_key("error") && !parsed.contains_key("session"));
         assert!(record.starts_with("{\"at_ms\":5,"), "{record}");
+    }
+
+    #[test]
+    fn record_keys_are_written_in_sorted_order() {
+        let all = AuditFacts {
+            at_ms: 1,
+            call_id: "c".to_owned(),
+            principal: "p".to_owned(),
+            groups: vec!["g".to_owned()],
+            session: Some("s".to_owned()),
+            client_name: Some("n".to_owned()),
+            client_version: Some("1".to_owned()),
+            server: "srv".to_owned(),
+            method: "m".to_owned(),
+            target: "t".to_owned(),
+            outcome: Some(AuditOutcome::Ok),
+            error_code: Some(-1),
+            error: Some("e".to_owned()),
+            args_sha256: Some("a".to_owned()),
+            result_sha256: Some("r".to_owned()),
+            arguments: Some("{}".to_owned()),
+            duration_us: 2,
+            bytes_in: 3,
+            bytes_out: 4,
+            retries: 5,
+            trace_id: Some("tr".to_owned()),
+        };
+        let record = all.record_json();
+        let parsed: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&record).unwrap();
+        assert_eq!(parsed.len(), 22, "every fact is written: {record}");
+        let mut at = 0;
+        for key in parsed.keys() {
+            let quoted = format!("\"{key}\":");
+            at = record[at..]
+                .find(&quoted)
+                .map(|found| found + at)
+                .unwrap_or_else(|| panic!("{key} out of order in {record}"));
+        }
     }
 
     #[test]
