@@ -657,10 +657,33 @@ impl Gateway {
             .unwrap_or_else(|| {
                 "; tools/list (or manifold_search_tools) shows what is offered".to_owned()
             });
+        // A tool of a server that is not running (it never started, or was refused, say for an
+        // unmet sandbox `require`) is unknown because its list is: say why, to callers who may
+        // see that server.
+        let down = self.upstreams().iter().find_map(|u| {
+            let prefix = format!("{}{}", u.def.prefix, crate::catalog::naming::PREFIX_SEPARATOR);
+            let status = u.status();
+            (name.starts_with(&prefix)
+                && matches!(
+                    status,
+                    crate::upstream::Status::Down { .. } | crate::upstream::Status::CrashLoop { .. }
+                )
+                && view.sees(ItemKind::Tool, Some(&u.def.name), name))
+            .then(|| {
+                let why = u
+                    .last_error()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
+                format!(
+                    "; the server {:?} that would offer it is not running{why}; manifold_health shows its state",
+                    u.def.name
+                )
+            })
+        });
         error(
             id,
             ErrorCode::InvalidParams,
-            format!("unknown tool {name:?}{hint}"),
+            format!("unknown tool {name:?}{}", down.unwrap_or(hint)),
         )
     }
 

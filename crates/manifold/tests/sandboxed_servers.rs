@@ -289,6 +289,31 @@ fn get(url: &str, path: &str) -> (String, String) {
     )
 }
 
+/// A stateless (2026-07-28) `tools/call` of `tool` over a raw connection; the response body.
+fn call_raw(url: &str, tool: &str) -> String {
+    use std::io::{Read, Write};
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or(response)
+}
+
 fn reader_script(dir: &Path) -> (PathBuf, PathBuf) {
     let scripts = dir.join("scripts");
     std::fs::create_dir_all(&scripts).unwrap();
@@ -433,6 +458,14 @@ fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_ar
     assert!(
         err.contains("no tool named \"needs-ns__read\""),
         "{out}\n{err}"
+    );
+    // Through the gateway directly, the refusal says which server is not running, and why.
+    let answer = call_raw(&s.url, "needs-ns__read");
+    assert!(
+        answer.contains("unknown tool \\\"needs-ns__read\\\"")
+            && answer.contains("the server \\\"needs-ns\\\" that would offer it is not running")
+            && answer.contains("Namespaces is not enforced"),
+        "{answer}"
     );
     let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
     assert!(
