@@ -165,3 +165,45 @@ async fn best_effort_keeps_serving_while_postgres_is_down_and_counts_what_it_dro
     );
     pg.start_again().unwrap();
 }
+
+/// On this test's one-thread runtime the writer cannot run between `record` calls, so the queue
+/// fills exactly at its capacity.
+#[tokio::test]
+async fn a_full_queue_drops_and_counts_in_best_effort_and_refuses_in_required_mode() {
+    let (_dir, store) = sqlite().await;
+    let best = AuditWriter::start(
+        Arc::clone(&store),
+        AuditMode::BestEffort,
+        false,
+        Metrics::new().audit(),
+    );
+    for n in 0..manifold_audit::AUDIT_QUEUE_CAPACITY + 10 {
+        best.admit().unwrap();
+        best.record(facts(n)).await.unwrap();
+    }
+    assert_eq!(
+        best.status().dropped,
+        10,
+        "exactly the rows past the capacity"
+    );
+    let required = AuditWriter::start(
+        Arc::clone(&store),
+        AuditMode::Required,
+        false,
+        Metrics::new().audit(),
+    );
+    let mut acks = Vec::new();
+    for n in 0..manifold_audit::AUDIT_QUEUE_CAPACITY {
+        acks.push(required.record(facts(n)));
+    }
+    let refused = required.admit().unwrap_err();
+    assert!(refused.reason.contains("is full"), "{refused}");
+    assert!(
+        required.record(facts(0)).await.is_err(),
+        "a row past the capacity is refused"
+    );
+    for ack in acks.drain(..64) {
+        ack.await.unwrap();
+    }
+    required.admit().unwrap();
+}

@@ -387,6 +387,70 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn context() -> RequestContext {
+        struct Nobody;
+        impl crate::context::DownstreamPeer for Nobody {
+            fn notify(&self, _: Message) {}
+            fn request(
+                &self,
+                _: &str,
+                _: Option<String>,
+            ) -> Option<futures::future::BoxFuture<'static, Result<String, ErrorObject>>>
+            {
+                None
+            }
+        }
+        RequestContext {
+            client: crate::context::ClientView {
+                revision: manifold_wire::Revision::LATEST,
+                capabilities: "{}".to_owned(),
+                info: None,
+            },
+            peer: Arc::new(Nobody),
+            session: None,
+            caller: None,
+            trace: None,
+        }
+    }
+
+    #[test]
+    fn long_errors_are_cut_and_oversized_arguments_keep_only_their_digest() {
+        let id = manifold_wire::Id::Num(1);
+        let big = "x".repeat(MAX_AUDITED_ARGUMENT_BYTES + 1);
+        let request = Message::request(
+            &id,
+            "tools/call",
+            Some(&format!(r#"{{"name":"t","arguments":{{"v":"{big}"}}}}"#)),
+        );
+        let long_error = "e".repeat(MAX_AUDITED_ERROR_CHARS * 2);
+        let response = Message::error(
+            Some(id),
+            &ErrorObject::new(ErrorCode::InvalidParams, long_error),
+        );
+        let mut facts = first_facts(&context(), &request, "tools/call");
+        let redactor = Redactor::new(Vec::<String>::new());
+        let recording = ArgumentRecording {
+            redactor: &redactor,
+            secret_fields: Vec::new(),
+        };
+        finish_facts(
+            &mut facts,
+            &AuditNotes::default(),
+            &request,
+            &response,
+            Instant::now(),
+            Some(&recording),
+        );
+        assert_eq!(facts.arguments, None, "over the cap: digest only");
+        assert_eq!(facts.args_sha256.as_deref().map(str::len), Some(64));
+        assert_eq!(
+            facts.error.as_deref().map(|e| e.chars().count()),
+            Some(MAX_AUDITED_ERROR_CHARS)
+        );
+        assert_eq!(facts.outcome, Some(AuditOutcome::RpcError));
+        assert_eq!(facts.error_code, Some(-32602));
+    }
+
     #[test]
     fn secret_marked_fields_are_found_at_any_depth() {
         let tool = r#"{"name":"deploy","inputSchema":{"type":"object","properties":{
