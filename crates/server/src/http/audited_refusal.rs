@@ -74,13 +74,14 @@ pub(crate) fn record(
     if !within_budget(u64::try_from(at_ms / 1000).unwrap_or(0)) {
         return;
     }
+    let what = request.method_and_path();
     let facts = AuditFacts {
         at_ms,
         call_id: manifold_telemetry::call_id::next_call_id(),
         principal: "-".to_owned(),
         server: "-".to_owned(),
-        method: request.method_and_path.clone(),
-        target: request.method_and_path.clone(),
+        method: what.clone(),
+        target: what,
         outcome: Some(outcome),
         error: Some(reason.as_str().to_owned()),
         bytes_in: request.bytes_in,
