@@ -130,9 +130,11 @@ where
         );
     }
     let started = Instant::now();
+    // Other methods (lists, pings) get a row only when refused: nothing is built for them
+    // unless that happens, and a cancelled one leaves no row.
     let mut row = PendingRow {
         sink: Arc::clone(&sink),
-        facts: Some(first_facts(ctx, request, method)),
+        facts: always.then(|| first_facts(ctx, request, method)),
         started,
     };
     let notes = RefCell::new(AuditNotes {
@@ -147,12 +149,12 @@ where
         .map(RefCell::into_inner)
         .unwrap_or_default();
     if !always && notes.refusal.is_none() {
-        row.facts = None;
         return response;
     }
-    let Some(mut facts) = row.facts.take() else {
-        return response;
-    };
+    let mut facts = row
+        .facts
+        .take()
+        .unwrap_or_else(|| first_facts(ctx, request, method));
     finish_facts(
         &mut facts,
         &notes,
