@@ -319,28 +319,31 @@ fn alive_with_arg(marker: &str) -> bool {
     !pids_with_arg(marker).is_empty()
 }
 
+/// Waits (bounded by `ORPHAN_WAIT`) for a process carrying `marker` to show. A process
+/// in the middle of `execve` briefly has an empty command line, and a backgrounded
+/// `setsid sleep` may not have been exec'd yet when its shell returns: one look can miss it.
+fn seen_within_wait(marker: &str) -> bool {
+    let deadline = std::time::Instant::now() + ORPHAN_WAIT;
+    while !alive_with_arg(marker) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    alive_with_arg(marker)
+}
+
 #[test]
 fn daemonised_grandchild_dies_with_its_server() {
     let env = Env::new();
     let marker = format!("29.{}", std::process::id());
     let script = format!("setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started");
     assert!(env.sh_in(&script).contains("started"));
-    let deadline = std::time::Instant::now() + ORPHAN_WAIT;
-    while alive_with_arg(&marker) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     assert!(
-        !alive_with_arg(&marker),
+        gone_within_wait(&marker),
         "the orphan outlived its sandboxed server"
     );
     assert!(sh_out(&script).contains("started"));
-    assert!(alive_with_arg(&marker), "unsandboxed, the orphan survives");
-    for pid in pids_with_arg(&marker) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    let survives = seen_within_wait(&marker);
+    kill_marked(&marker);
+    assert!(survives, "unsandboxed, the orphan survives");
 }
 
 #[test]
@@ -488,7 +491,7 @@ fn killing_the_launcher_takes_the_whole_tree_down() {
     )
     .unwrap();
     assert_eq!(line.trim(), "up");
-    assert!(alive_with_arg(&marker));
+    assert!(seen_within_wait(&marker));
     sandboxed.child.kill().unwrap();
     sandboxed.child.wait().unwrap();
     // The cgroup is still held: PDEATHSIG and the pid namespace alone must end the tree.
@@ -517,7 +520,7 @@ fn without_namespaces_the_cgroup_kills_the_orphan() {
     assert_eq!(sandboxed.report.state(Control::TreeKill), State::Enforced);
     assert!(text(&sandboxed.child.wait_with_output().unwrap()).contains("started"));
     assert!(
-        alive_with_arg(&marker),
+        seen_within_wait(&marker),
         "without a pid namespace the orphan survives its server"
     );
     drop(sandboxed.cgroup);
