@@ -117,19 +117,19 @@ fn scratch(label: &str) -> PathBuf {
 fn node_and_python_peers_list_and_answer_under_strict() {
     let dir = scratch("sandboxed-peers");
     let node = manifold_testkit::node().unwrap();
+    // No read_only for memory: the exposure rule makes node, its install and the package's
+    // node_modules tree visible by itself.
     let memory =
         manifold_testkit::npm_package_entry("@modelcontextprotocol/server-memory").unwrap();
     // The venv's own python links into pyenv under /root, which the server's uid (nobody, under
     // a root gateway) cannot search: the system python3 (same minor version) runs its packages.
     let time = manifold_testkit::venv_bin("mcp-server-time").unwrap();
     let venv = time.parent().and_then(Path::parent).unwrap();
-    let peers = manifold_testkit::peers_dir().unwrap();
-    let node_dir = node.parent().and_then(Path::parent).unwrap();
     let config = format!(
         "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
          [servers.memory]\ncommand = \"{node}\"\nargs = [\"{memory}\"]\n\
          env = {{ MEMORY_FILE_PATH = \"/workspace/memory.jsonl\" }}\n\
-         [servers.memory.sandbox]\nprofile = \"strict\"\nread_only = [\"{peers}\", \"{node_dir}\"]\n\n\
+         [servers.memory.sandbox]\nprofile = \"strict\"\n\n\
          [servers.time]\ncommand = \"python3\"\n\
          args = [\"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\
          env = {{ PYTHONPATH = \"{venv}/lib/python3.11/site-packages\" }}\n\
@@ -137,8 +137,6 @@ fn node_and_python_peers_list_and_answer_under_strict() {
         data = path_str(&dir.join("data")),
         node = path_str(&node),
         memory = path_str(&memory),
-        peers = path_str(&peers),
-        node_dir = path_str(node_dir),
         venv = path_str(venv),
     );
     let s = serve(&dir, &config);

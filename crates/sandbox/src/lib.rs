@@ -6,6 +6,7 @@ pub mod cgroup;
 pub mod command;
 mod confine;
 pub mod error;
+pub mod exposure;
 pub mod launch;
 pub mod probe;
 mod root;
@@ -14,5 +15,6 @@ mod sys;
 
 pub use command::{LAUNCHER_NAME, MAX_REPORT_BYTES, Sandboxed, SandboxedCommand, default_launcher};
 pub use error::SandboxError;
+pub use exposure::{Exposure, Lookup, blocked_for, expose_command, exposed_paths};
 pub use probe::{FORCE_PROBE_ENV, ForcedProbe, HostProbe, probe};
 pub use spec::{Control, Enforcement, Network, Report, SandboxSpec, State};

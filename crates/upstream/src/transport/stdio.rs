@@ -245,6 +245,7 @@ fn spawn_sandboxed(
         reason: format!("sandbox: {e}"),
     };
     let launcher = manifold_sandbox::default_launcher().map_err(failed)?;
+    let sandbox = &with_exposure(server, spec, sandbox);
     let mut sandboxed =
         manifold_sandbox::SandboxedCommand::new(&launcher, sandbox, &spec.command, &spec.args)
             .map_err(failed)?;
@@ -268,6 +269,46 @@ fn spawn_sandboxed(
         }
     }
     Ok((started.child, started.cgroup, Some(started.report)))
+}
+
+/// `sandbox` plus what the command needs to run (manifold_sandbox::exposure's rule), looked up
+/// on the PATH the child gets. A path the server's uid cannot reach is logged, not bound: the
+/// bind would refuse the whole server, and the command may not need it (e.g. a shim).
+fn with_exposure(
+    server: &str,
+    spec: &StdioSpec,
+    sandbox: &manifold_sandbox::SandboxSpec,
+) -> manifold_sandbox::SandboxSpec {
+    let from_env = |name: &str| {
+        spec.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    };
+    let lookup = manifold_sandbox::Lookup {
+        path: from_env("PATH"),
+        cwd: spec
+            .cwd
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/")),
+        home: std::env::var_os("HOME").map(PathBuf::from),
+    };
+    let exposure = manifold_sandbox::expose_command(sandbox, &spec.command, &spec.args, &lookup);
+    for (path, dir) in &exposure.unreachable {
+        tracing::warn!(
+            server,
+            path = %path.display(),
+            blocked_by = %dir.display(),
+            "sandbox: the command needs this path, but the server's uid cannot search {}, so it is not bound; make that dir searchable (chmod o+x) or install the program outside it",
+            dir.display()
+        );
+    }
+    let mut sandbox = sandbox.clone();
+    sandbox.read_only.extend(exposure.read_only);
+    sandbox
 }
 
 /// A sandboxed child, its cgroup and the launcher's report.
