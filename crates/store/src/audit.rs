@@ -350,6 +350,20 @@ macro_rules! row_columns {
 const CHAIN_TIP_SQL: &str = "SELECT COALESCE(\
     (SELECT row_sha256 FROM audit_trail ORDER BY seq DESC LIMIT 1), \
     (SELECT anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1))";
+/// The newest seq, read back after a batch's `INSERT` instead of `RETURNING seq`: sqlx's
+/// SQLite driver hands each returned row from its worker thread to the writer task on its own,
+/// a thread wake-up per audit row, which cost more than writing the row.
+const LAST_SEQ_SQL: &str = "SELECT COALESCE(MAX(seq), 0) FROM audit_trail";
+
+/// The seqs of the `inserted` rows of one `INSERT`, the newest being `last`. Under the chain lock
+/// nothing else inserts, and one statement's rows take consecutive seqs in `VALUES` order
+/// (SQLite's AUTOINCREMENT gives each row one more than the largest yet; PostgreSQL's identity
+/// sequence is drawn once per row, by nobody else).
+fn consecutive_seqs(last: i64, inserted: u64) -> Vec<i64> {
+    let inserted = i64::try_from(inserted).unwrap_or(i64::MAX);
+    (last.saturating_sub(inserted).saturating_add(1)..=last).collect()
+}
+
 /// The head of a batch's one `INSERT`; `push_values` adds a `VALUES` tuple per row.
 const INSERT_HEAD_SQL: &str = "INSERT INTO audit_trail (at_ms, call_id, principal, server, target, outcome, record_json, prev_sha256, row_sha256) ";
 const ANCHOR_SQL: &str = "SELECT through_seq, pruned_at_ms, pruned_rows, anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1";
@@ -426,10 +440,11 @@ macro_rules! append_chained {
                 .push_bind(prev_sha256.as_str())
                 .push_bind(row_sha256.as_str());
         });
-        insert.push(" RETURNING seq");
-        let mut seqs: Vec<i64> = insert.build_query_scalar().fetch_all(&mut *$tx).await?;
-        seqs.sort_unstable();
-        seqs
+        let inserted = insert.build().execute(&mut *$tx).await?.rows_affected();
+        let last: i64 = sqlx::query_scalar(LAST_SEQ_SQL)
+            .fetch_one(&mut *$tx)
+            .await?;
+        consecutive_seqs(last, inserted)
     }};
 }
 
