@@ -59,9 +59,12 @@ impl Gateway {
             .as_ref()
             .and_then(|c| c.bearer.as_ref())
             .map(|t| std::sync::Arc::clone(&t.0));
+        // Boxed once here: the routing future is tens of KiB, and every layer above (the span,
+        // the counters, the select on cancellation, the spawned task) would otherwise move it
+        // again, one memcpy of its whole size per layer, per call.
         manifold_upstream::auth::passthrough::with_caller_token(
             bearer,
-            self.handle_as(ctx, request),
+            Box::pin(self.handle_as(ctx, request)),
         )
         .await
     }
