@@ -475,3 +475,49 @@ fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_ar
     assert!(status.contains("503"), "{status}\n{body}");
     assert!(body.contains("Namespaces is not enforced"), "{body}");
 }
+
+#[test]
+fn a_directory_named_on_the_command_line_is_readable_but_not_writable_under_strict() {
+    let dir = scratch("sandboxed-fs-arg");
+    let shared = dir.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join("note.txt"), "from-the-host").unwrap();
+    let node = manifold_testkit::node().unwrap();
+    let fs =
+        manifold_testkit::npm_package_entry("@modelcontextprotocol/server-filesystem").unwrap();
+    // No read_only: the exposure rule exposes node, the package tree and the directory argument.
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.fs]\ncommand = \"{node}\"\nargs = [\"{fs}\", \"{shared}\"]\n\
+         [servers.fs.sandbox]\nprofile = \"strict\"\n",
+        data = path_str(&dir.join("data")),
+        node = path_str(&node),
+        fs = path_str(&fs),
+        shared = path_str(&shared),
+    );
+    let s = serve(&dir, &config);
+    let note = format!("path={}", path_str(&shared.join("note.txt")));
+    let (code, out, err) = client(&["call", &s.url, "fs__read_text_file", "--arg", &note]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("from-the-host"), "{out}");
+    let written = shared.join("new.txt");
+    let (code, out, err) = client(&[
+        "call",
+        &s.url,
+        "fs__write_file",
+        "--arg",
+        &format!("path={}", path_str(&written)),
+        "--arg",
+        "content=x",
+    ]);
+    assert_ne!(
+        code, 0,
+        "a write to a read-only argument dir succeeded:\n{out}\n{err}"
+    );
+    let said = format!("{out}{err}");
+    assert!(
+        said.contains("EROFS") || said.contains("read-only"),
+        "refused for another reason:\n{said}"
+    );
+    assert!(!written.exists(), "the write reached the host");
+}
