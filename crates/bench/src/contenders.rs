@@ -3,6 +3,7 @@
 //! exposed tool name) and which scenarios a contender cannot take part in, and why.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -96,7 +97,8 @@ pub struct Launcher {
     manifold_call_log_setting: bool,
     /// Whether this manifold knows `[audit]` (older builds keep no audit trail).
     manifold_audit_setting: bool,
-    started: AtomicUsize,
+    /// Shared with launchers made by [`Launcher::with_echo`], so their files never collide.
+    started: Arc<AtomicUsize>,
 }
 
 /// The configuration that turns Manifold's line per tool call off: every contender runs without
@@ -182,7 +184,22 @@ impl Launcher {
             python,
             manifold_call_log_setting,
             manifold_audit_setting,
-            started: AtomicUsize::new(0),
+            started: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A launcher for Manifold only that runs `echo` as its stdio server (the sandbox scenario's
+    /// copy in a directory a sandboxed uid can reach), writing into the same work directory.
+    pub fn with_echo(&self, echo: PathBuf) -> Launcher {
+        Launcher {
+            manifold: self.manifold.clone(),
+            echo,
+            workdir: self.workdir.clone(),
+            node: None,
+            python: None,
+            manifold_call_log_setting: self.manifold_call_log_setting,
+            manifold_audit_setting: self.manifold_audit_setting,
+            started: Arc::clone(&self.started),
         }
     }
 

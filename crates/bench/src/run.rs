@@ -16,7 +16,7 @@ use crate::report::{Report, ScenarioReport, Status};
 use crate::scenarios::latency::Case;
 use crate::scenarios::{
     ALL_SCENARIOS, Fleet, Plan, SMALL_MESSAGE, ScenarioId, audit, coldstart, cpu, fanout,
-    large_message, latency, memory, targets, throughput,
+    large_message, latency, memory, sandbox, targets, throughput,
 };
 use crate::setup;
 
@@ -306,6 +306,19 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
             ));
             s
         }
+        ScenarioId::Sandbox => {
+            let mut s = ScenarioReport::new(
+                "sandbox",
+                "9. Sandbox: Manifold (gateway -> one stdio echo) with the server's sandbox profile \"strict\" against \"off\", variants alternating round by round",
+                sandbox::columns(),
+            );
+            s.notes.push(format!(
+                "start = manifold serve spawned to the first tools/list holding the echo tool (a fresh gateway and data dir each time), p50 over {} starts per variant; calls = sequential tools/call on one legacy session, small payload; added = strict minus off; cpu us/call = user+system time of the gateway and every process below it (launcher and echo child included) / timed calls, gateway cpu = the gateway process alone (clock ticks of {:.0} ms)",
+                plan.rounds,
+                1000.0 / crate::process_metrics::clock_ticks_per_second() as f64
+            ));
+            s
+        }
     }
 }
 
@@ -452,6 +465,30 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
         }
         report.seconds = clock.elapsed().as_secs_f64();
         reports.insert(ScenarioId::Audit, report);
+    }
+
+    if wants(ScenarioId::Sandbox) {
+        eprintln!("manifold-bench: scenario Sandbox");
+        let clock = Instant::now();
+        let mut report = scenario(ScenarioId::Sandbox, &plan);
+        if kinds.contains(&Kind::Manifold) {
+            let (rows, notes) = sandbox::measure(&launcher, &plan).await;
+            report.rows = rows;
+            report.notes.extend(notes);
+        } else {
+            report.rows = sandbox::VARIANTS
+                .iter()
+                .map(|v| {
+                    crate::report::Row::not_applicable(
+                        v.label(),
+                        Kind::Manifold.name(),
+                        "manifold is not among --contenders",
+                    )
+                })
+                .collect();
+        }
+        report.seconds = clock.elapsed().as_secs_f64();
+        reports.insert(ScenarioId::Sandbox, report);
     }
 
     let mut scenarios: Vec<ScenarioReport> = reports.into_values().collect();

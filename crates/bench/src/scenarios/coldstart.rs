@@ -123,7 +123,8 @@ async fn start_once(
     outcome
 }
 
-async fn listing(endpoint: &Endpoint) -> Result<usize, crate::client::ClientError> {
+/// How many tools one complete listing on a fresh modern session holds.
+pub async fn listing(endpoint: &Endpoint) -> Result<usize, crate::client::ClientError> {
     let mut connection = Connection::open(endpoint).await?;
     let session = Session::open(&mut connection, Era::Modern).await?;
     let mut next_id = 0;

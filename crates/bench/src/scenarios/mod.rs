@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod fanout;
 pub mod latency;
 pub mod memory;
+pub mod sandbox;
 pub mod targets;
 pub mod throughput;
 
@@ -34,10 +35,12 @@ pub enum ScenarioId {
     Eras,
     /// 8. Manifold's audit trail off against on (SQLite best effort and required, PostgreSQL).
     Audit,
+    /// 9. A stdio server sandboxed (strict) against unsandboxed: cold start, latency, CPU.
+    Sandbox,
 }
 
 /// Every scenario, in report order.
-pub const ALL_SCENARIOS: [ScenarioId; 8] = [
+pub const ALL_SCENARIOS: [ScenarioId; 9] = [
     ScenarioId::Latency,
     ScenarioId::Throughput,
     ScenarioId::Cpu,
@@ -46,6 +49,7 @@ pub const ALL_SCENARIOS: [ScenarioId; 8] = [
     ScenarioId::Coldstart,
     ScenarioId::Eras,
     ScenarioId::Audit,
+    ScenarioId::Sandbox,
 ];
 
 /// The small payload: a short message.
