@@ -8,5 +8,5 @@ pub mod proxy;
 pub mod request;
 
 pub use policy::{AddressRule, Cidr, HostPattern, Policy, PolicyError};
-pub use proxy::{Egress, serve};
+pub use proxy::{Egress, TUNNEL_IDLE_TIMEOUT, serve};
 pub use request::{MAX_HEAD_BYTES, MAX_HEADERS, ProxyRequest, RequestError, Target};

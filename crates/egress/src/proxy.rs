@@ -1,6 +1,8 @@
 //! The proxy loop: accepts on the listener the sandbox launcher bound inside the server's network
 //! namespace (a listening socket keeps its namespace, so this side runs in the host's), decides each
-//! request, and tunnels or forwards the allowed ones to the address it vetted itself.
+//! request, and tunnels or forwards the allowed ones to the address it vetted itself. A tunnel or
+//! forwarded exchange on which nothing moves for the idle bound is closed, so a server cannot hold
+//! one of its `MAX_CONNECTIONS` slots (and an upstream socket) open forever.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +10,7 @@ use std::time::Duration;
 
 use manifold_telemetry::EgressDecision;
 use manifold_telemetry::metrics::count_egress;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -27,20 +29,40 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_RESOLVED: usize = 32;
 /// Pause after a failed accept (e.g. out of fds) so the loop does not spin.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a tunnel or forwarded exchange may go with no bytes either way before it is closed.
+pub const TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Bytes read from one side before they are written to the other.
+pub const RELAY_BUFFER_BYTES: usize = 16 * 1024;
 
-/// One server's proxy: its name (for logs and the metric) and its allow-list.
+/// One server's proxy: its name (for logs and the metric), its allow-list and its idle bound.
 #[derive(Clone, Debug)]
 pub struct Egress {
     server: Arc<str>,
     policy: Arc<Policy>,
+    idle_timeout: Duration,
 }
 
 impl Egress {
+    /// A proxy for `server` closing idle tunnels after [`TUNNEL_IDLE_TIMEOUT`].
     pub fn new(server: &str, policy: Policy) -> Self {
         Self {
             server: Arc::from(server),
             policy: Arc::new(policy),
+            idle_timeout: TUNNEL_IDLE_TIMEOUT,
         }
+    }
+
+    /// The same proxy closing a tunnel after `idle` without bytes either way (tests use a short
+    /// bound; a zero bound is raised to one millisecond so a tunnel can open at all).
+    #[must_use]
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The idle bound this proxy applies.
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
     }
 }
 
@@ -112,9 +134,68 @@ async fn handle(mut client: TcpStream, egress: &Egress) {
             upstream.write_all(&first).await
         }
     };
-    if sent.is_ok() {
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    if sent.is_ok() && relay(&mut client, &mut upstream, egress.idle_timeout).await == Relay::Idle {
+        count_egress(server, EgressDecision::IdleTimeout);
+        tracing::info!(
+            server,
+            host = target.host.as_str(),
+            port = target.port,
+            idle_secs = egress.idle_timeout.as_secs_f64(),
+            decision = "idle_timeout",
+            "egress proxy closed a tunnel on which no bytes moved"
+        );
     }
+}
+
+/// How a relay ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Relay {
+    /// Both sides closed, or one failed.
+    Done,
+    /// Nothing moved either way for the idle bound.
+    Idle,
+}
+
+/// Copies bytes both ways until both sides have closed, one fails, or neither sends anything for
+/// `idle`. Unlike `copy_bidirectional` it sees every read, so the idle clock restarts on each.
+async fn relay(client: &mut TcpStream, upstream: &mut TcpStream, idle: Duration) -> Relay {
+    let (mut client_read, mut client_write) = client.split();
+    let (mut upstream_read, mut upstream_write) = upstream.split();
+    let mut from_client = vec![0u8; RELAY_BUFFER_BYTES];
+    let mut from_upstream = vec![0u8; RELAY_BUFFER_BYTES];
+    let (mut client_open, mut upstream_open) = (true, true);
+    while client_open || upstream_open {
+        tokio::select! {
+            read = client_read.read(&mut from_client), if client_open => match read {
+                Ok(0) => {
+                    client_open = false;
+                    let _ = upstream_write.shutdown().await;
+                }
+                Ok(n) => {
+                    let Some(bytes) = from_client.get(..n) else { return Relay::Done };
+                    if upstream_write.write_all(bytes).await.is_err() {
+                        return Relay::Done;
+                    }
+                }
+                Err(_) => return Relay::Done,
+            },
+            read = upstream_read.read(&mut from_upstream), if upstream_open => match read {
+                Ok(0) => {
+                    upstream_open = false;
+                    let _ = client_write.shutdown().await;
+                }
+                Ok(n) => {
+                    let Some(bytes) = from_upstream.get(..n) else { return Relay::Done };
+                    if client_write.write_all(bytes).await.is_err() {
+                        return Relay::Done;
+                    }
+                }
+                Err(_) => return Relay::Done,
+            },
+            () = tokio::time::sleep(idle) => return Relay::Idle,
+        }
+    }
+    Relay::Done
 }
 
 /// Applies the policy to `target`, answering the client itself on refusal or failure. Returns the
@@ -221,5 +302,25 @@ mod tests {
             assert!(t >= Duration::from_secs(1) && t <= Duration::from_secs(60));
         }
         assert!(ACCEPT_BACKOFF < HEAD_TIMEOUT);
+        assert!(
+            TUNNEL_IDLE_TIMEOUT > HEAD_TIMEOUT,
+            "a tunnel may idle longer than a client may take to send its head"
+        );
+        assert!(TUNNEL_IDLE_TIMEOUT <= Duration::from_secs(3600));
+        assert!((1024..=1024 * 1024).contains(&RELAY_BUFFER_BYTES));
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn the_idle_bound_defaults_and_can_be_shortened_but_not_to_zero() {
+        let policy = || Policy::new::<&str, &str>(&[], &[]).unwrap();
+        assert_eq!(
+            Egress::new("s", policy()).idle_timeout(),
+            TUNNEL_IDLE_TIMEOUT
+        );
+        let short = Egress::new("s", policy()).with_idle_timeout(Duration::from_millis(50));
+        assert_eq!(short.idle_timeout(), Duration::from_millis(50));
+        let zero = Egress::new("s", policy()).with_idle_timeout(Duration::ZERO);
+        assert_eq!(zero.idle_timeout(), Duration::from_millis(1));
     }
 }

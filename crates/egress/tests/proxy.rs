@@ -3,6 +3,8 @@
 //! status and body the sandboxed client would see.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::time::Duration;
+
 use manifold_egress::{Egress, MAX_HEAD_BYTES, Policy, serve};
 use manifold_telemetry::{Metrics, Snapshot};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -160,4 +162,119 @@ async fn each_decision_is_counted() {
         );
         assert!(text.contains(&series), "{series} in {text}");
     }
+}
+
+/// A TCP server echoing every byte back on each connection, until the client closes.
+async fn echo_origin() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    port
+}
+
+/// The idle bound the idle tests give their proxy: short, so an idle tunnel closes soon.
+const TEST_IDLE: Duration = Duration::from_millis(500);
+/// How long a test waits for something the proxy must do; generous, for a loaded machine.
+const GENEROUS_WAIT: Duration = Duration::from_secs(30);
+/// The pause between trickled bytes: well under `TEST_IDLE`.
+const TRICKLE_PAUSE: Duration = Duration::from_millis(50);
+/// Trickled bytes: together their pauses span several idle bounds.
+const TRICKLES: usize = 40;
+
+async fn idle_proxy(server: &str, origin: u16) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let policy = Policy::new(&[format!("localhost:{origin}")], LOOPBACK).unwrap();
+    let egress = Egress::new(server, policy).with_idle_timeout(TEST_IDLE);
+    tokio::spawn(serve(listener, egress));
+    port
+}
+
+/// Opens a CONNECT tunnel to the echo origin and reads the proxy's 200.
+async fn open_tunnel(proxy: u16, origin: u16) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", proxy)).await.unwrap();
+    let req = format!("CONNECT localhost:{origin} HTTP/1.1\r\nHost: localhost:{origin}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let expected = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    let mut head = vec![0u8; expected.len()];
+    tokio::time::timeout(GENEROUS_WAIT, s.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head, expected);
+    s
+}
+
+fn idle_closes_counted(server: &str) -> u64 {
+    let text = Metrics::new().encode(&Snapshot::default());
+    let key = format!(
+        "manifold_sandbox_egress_total{{upstream=\"{server}\",decision=\"idle_timeout\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn an_idle_tunnel_is_closed_and_counted() {
+    let origin = echo_origin().await;
+    let name = "idle-tunnel-server";
+    let proxy = idle_proxy(name, origin).await;
+    let mut tunnel = open_tunnel(proxy, origin).await;
+    tunnel.write_all(b"ping").await.unwrap();
+    let mut echoed = [0u8; 4];
+    tunnel.read_exact(&mut echoed).await.unwrap();
+    assert_eq!(&echoed, b"ping");
+    // Then silence: the proxy must end the tunnel by itself (EOF on our side).
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(GENEROUS_WAIT, tunnel.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the idle tunnel was not closed");
+    assert!(rest.is_empty(), "nothing more should arrive: {rest:?}");
+    assert_eq!(idle_closes_counted(name), 1);
+}
+
+#[tokio::test]
+async fn an_idle_forwarded_exchange_is_closed() {
+    let origin = echo_origin().await;
+    let name = "idle-forward-server";
+    let proxy = idle_proxy(name, origin).await;
+    let mut s = TcpStream::connect(("127.0.0.1", proxy)).await.unwrap();
+    // The echo origin never answers like HTTP and never closes: only the idle bound ends this.
+    let req = format!("GET http://localhost:{origin}/ HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(GENEROUS_WAIT, s.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "the idle exchange was not closed");
+    assert!(String::from_utf8_lossy(&out).starts_with("GET / HTTP/1.1"));
+    assert_eq!(idle_closes_counted(name), 1);
+}
+
+#[tokio::test]
+async fn a_tunnel_with_bytes_trickling_below_the_bound_is_kept() {
+    let origin = echo_origin().await;
+    let name = "trickle-tunnel-server";
+    let proxy = idle_proxy(name, origin).await;
+    let mut tunnel = open_tunnel(proxy, origin).await;
+    for i in 0..TRICKLES {
+        tokio::time::sleep(TRICKLE_PAUSE).await;
+        let byte = [u8::try_from(i % 256).unwrap()];
+        tunnel.write_all(&byte).await.unwrap();
+        let mut echoed = [0u8; 1];
+        tokio::time::timeout(GENEROUS_WAIT, tunnel.read_exact(&mut echoed))
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("the tunnel closed after {i} trickled bytes: {e}"));
+        assert_eq!(echoed, byte);
+    }
+    assert_eq!(idle_closes_counted(name), 0);
 }

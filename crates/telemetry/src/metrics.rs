@@ -64,14 +64,17 @@ pub enum EgressDecision {
     RefusedHost,
     RefusedAddress,
     BadRequest,
+    /// An allowed tunnel or forwarded exchange closed after no bytes moved for the idle bound.
+    IdleTimeout,
 }
 
 impl EgressDecision {
-    pub const ALL: [EgressDecision; 4] = [
+    pub const ALL: [EgressDecision; 5] = [
         EgressDecision::Allowed,
         EgressDecision::RefusedHost,
         EgressDecision::RefusedAddress,
         EgressDecision::BadRequest,
+        EgressDecision::IdleTimeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +83,7 @@ impl EgressDecision {
             EgressDecision::RefusedHost => "refused_host",
             EgressDecision::RefusedAddress => "refused_address",
             EgressDecision::BadRequest => "bad_request",
+            EgressDecision::IdleTimeout => "idle_timeout",
         }
     }
 }
@@ -448,7 +452,7 @@ impl Metrics {
         );
         registry.register(
             "manifold_sandbox_egress",
-            "Requests from sandboxed servers to their egress proxy, by upstream and decision (allowed, refused_host, refused_address, bad_request)",
+            "Requests from sandboxed servers to their egress proxy, by upstream and decision (allowed, refused_host, refused_address, bad_request, idle_timeout)",
             egress_family().clone(),
         );
         let audit = AuditMetrics {
@@ -706,7 +710,13 @@ mod tests {
         let names: Vec<&str> = EgressDecision::ALL.iter().map(|d| d.as_str()).collect();
         assert_eq!(
             names,
-            ["allowed", "refused_host", "refused_address", "bad_request"]
+            [
+                "allowed",
+                "refused_host",
+                "refused_address",
+                "bad_request",
+                "idle_timeout"
+            ]
         );
     }
 
