@@ -98,7 +98,10 @@ pub fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
     else {
         return Err(RequestError::BadRequestLine(clip(line)));
     };
+    // No control byte anywhere in the line: a bare LF or CR forwarded in a path would end the
+    // line early for an origin that accepts bare line ends, and smuggle in headers of its own.
     if method.is_empty()
+        || line.bytes().any(|b| b.is_ascii_control())
         || !method.bytes().all(|b| b.is_ascii_uppercase())
         || !(version == "HTTP/1.1" || version == "HTTP/1.0")
     {
@@ -112,7 +115,10 @@ pub fn parse(head: &[u8]) -> Result<ProxyRequest, RequestError> {
         let Some((name, value)) = header.split_once(':') else {
             return Err(RequestError::BadHeader(clip(header)));
         };
-        if name.is_empty() || !name.bytes().all(is_token_byte) || value.contains('\r') {
+        if name.is_empty()
+            || !name.bytes().all(is_token_byte)
+            || value.bytes().any(|b| b.is_ascii_control() && b != b'\t')
+        {
             return Err(RequestError::BadHeader(clip(header)));
         }
         headers.push((name, value.trim()));
@@ -271,6 +277,28 @@ mod tests {
         for case in cases {
             assert!(parse(case).is_err(), "{:?}", String::from_utf8_lossy(case));
         }
+    }
+
+    #[test]
+    fn a_bare_line_end_or_control_byte_cannot_smuggle_a_header_to_the_origin() {
+        let cases: &[&[u8]] = &[
+            b"GET http://a.test/x\nX-Injected:1 HTTP/1.1\r\n\r\n",
+            b"GET http://a.test/x\rX-Injected:1 HTTP/1.1\r\n\r\n",
+            b"GET http://a.test/ HTTP/1.1\r\nAccept: a\nX-Injected: 1\r\n\r\n",
+            b"GET http://a.test/ HTTP/1.1\r\nAccept: a\x00b\r\n\r\n",
+        ];
+        for case in cases {
+            assert!(
+                matches!(
+                    parse(case),
+                    Err(RequestError::BadRequestLine(_) | RequestError::BadHeader(_))
+                ),
+                "{:?}",
+                String::from_utf8_lossy(case)
+            );
+        }
+        let tab = parse(b"GET http://a.test/ HTTP/1.1\r\nAccept: a\tb\r\n\r\n");
+        assert!(tab.is_ok(), "a tab in a header value is allowed: {tab:?}");
     }
 
     #[test]
