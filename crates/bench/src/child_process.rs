@@ -126,7 +126,17 @@ impl ChildProcess {
         self.terminate().await;
     }
 
+    /// `stop` with a longer grace, for a child that has work to finish on SIGTERM (callgrind
+    /// writing its profile, which is lost if the grace runs out).
+    pub async fn stop_within(mut self, grace: Duration) {
+        self.terminate_within(grace).await;
+    }
+
     async fn terminate(&mut self) {
+        self.terminate_within(TERM_GRACE).await;
+    }
+
+    async fn terminate_within(&mut self, grace: Duration) {
         if self.stopped {
             return;
         }
@@ -136,9 +146,7 @@ impl ChildProcess {
             return;
         }
         let _ = killpg(group, Signal::SIGTERM);
-        let exited = tokio::time::timeout(TERM_GRACE, self.child.wait())
-            .await
-            .is_ok();
+        let exited = tokio::time::timeout(grace, self.child.wait()).await.is_ok();
         // Whatever is left in the group (bridges' own children) goes too.
         let _ = killpg(group, Signal::SIGKILL);
         if !exited {

@@ -283,6 +283,32 @@ impl Launcher {
         data_dir: &Path,
         extra: &str,
     ) -> Result<ChildProcess, String> {
+        let config = self.write_manifold_config(upstream, http_url, data_dir, extra)?;
+        let log = config.with_extension("log");
+        ChildProcess::spawn(
+            "manifold serve",
+            &self.manifold,
+            &[
+                "serve".to_owned(),
+                "--config".to_owned(),
+                config.to_string_lossy().into_owned(),
+                "--listen".to_owned(),
+                "127.0.0.1:0".to_owned(),
+            ],
+            &[],
+            &log,
+        )
+    }
+
+    /// Writes the configuration `spawn_manifold_with` starts Manifold with and returns its path,
+    /// for a scenario that starts `manifold serve` itself (under valgrind, say).
+    pub fn write_manifold_config(
+        &self,
+        upstream: Upstream,
+        http_url: Option<&str>,
+        data_dir: &Path,
+        extra: &str,
+    ) -> Result<PathBuf, String> {
         let config = self.next_file("manifold", "toml");
         let mut text = format!(
             "# Written by manifold-bench for one run.\n[gateway]\ndata_dir = {}\n",
@@ -312,20 +338,7 @@ impl Launcher {
         text.push_str(extra);
         std::fs::write(&config, text)
             .map_err(|e| format!("could not write {}: {e}", config.display()))?;
-        let log = config.with_extension("log");
-        ChildProcess::spawn(
-            "manifold serve",
-            &self.manifold,
-            &[
-                "serve".to_owned(),
-                "--config".to_owned(),
-                config.to_string_lossy().into_owned(),
-                "--listen".to_owned(),
-                "127.0.0.1:0".to_owned(),
-            ],
-            &[],
-            &log,
-        )
+        Ok(config)
     }
 
     async fn manifold(&self, upstream: Upstream) -> Result<Contender, String> {

@@ -40,6 +40,12 @@ impl Samples {
         self.rounds.push(latencies);
     }
 
+    /// Takes in another set's rounds and errors (sessions measured apart, reported as one).
+    pub fn merge(&mut self, other: Samples) {
+        self.rounds.extend(other.rounds);
+        self.record_errors(other.errors, other.first_error);
+    }
+
     pub fn record_error(&mut self, error: impl std::fmt::Display) {
         self.errors += 1;
         if self.first_error.is_none() {

@@ -3,6 +3,7 @@
 //! round in a rotating order, so that machine noise falls on all of them alike.
 
 pub mod audit;
+pub mod callgrind;
 pub mod coldstart;
 pub mod cpu;
 pub mod fanout;
@@ -37,10 +38,14 @@ pub enum ScenarioId {
     Audit,
     /// 9. A stdio server sandboxed (strict) against unsandboxed: cold start, latency, CPU.
     Sandbox,
+    /// 10. Instructions per forwarded call under callgrind, trail off and on (`--only` only).
+    ///
+    /// Not in a default run: it needs valgrind and runs the gateway tens of times slower.
+    Callgrind,
 }
 
 /// Every scenario, in report order.
-pub const ALL_SCENARIOS: [ScenarioId; 9] = [
+pub const ALL_SCENARIOS: [ScenarioId; 10] = [
     ScenarioId::Latency,
     ScenarioId::Throughput,
     ScenarioId::Cpu,
@@ -50,7 +55,13 @@ pub const ALL_SCENARIOS: [ScenarioId; 9] = [
     ScenarioId::Eras,
     ScenarioId::Audit,
     ScenarioId::Sandbox,
+    ScenarioId::Callgrind,
 ];
+
+/// What a run without `--only` measures: every scenario but those that need an extra tool.
+pub fn default_scenario(id: ScenarioId) -> bool {
+    id != ScenarioId::Callgrind
+}
 
 /// The small payload: a short message.
 pub const SMALL_MESSAGE: &str = "manifold-bench says hello";
@@ -217,6 +228,13 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+
+    #[test]
+    fn callgrind_runs_only_when_asked_for() {
+        assert!(ALL_SCENARIOS.contains(&ScenarioId::Callgrind));
+        assert!(!default_scenario(ScenarioId::Callgrind));
+        assert!(default_scenario(ScenarioId::Sandbox));
+    }
 
     #[test]
     fn rounds_add_up_to_the_calls_asked_for() {
