@@ -288,13 +288,7 @@ impl Launcher {
         ChildProcess::spawn(
             "manifold serve",
             &self.manifold,
-            &[
-                "serve".to_owned(),
-                "--config".to_owned(),
-                config.to_string_lossy().into_owned(),
-                "--listen".to_owned(),
-                "127.0.0.1:0".to_owned(),
-            ],
+            &serve_args(&config),
             &[],
             &log,
         )
@@ -543,4 +537,15 @@ mod tests {
             assert_eq!(many.unsupported_by(kind).is_some(), kind.is_bridge());
         }
     }
+}
+
+/// The arguments of `manifold serve` on a generated configuration, on a free loopback port.
+pub fn serve_args(config: &Path) -> Vec<String> {
+    vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config.to_string_lossy().into_owned(),
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+    ]
 }

@@ -461,69 +461,23 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
         reports.insert(ScenarioId::Coldstart, report);
     }
 
+    // Scenarios only Manifold takes part in: without it among --contenders each variant's row
+    // says so, and nothing is started.
+    let manifold_runs = kinds.contains(&Kind::Manifold);
     if wants(ScenarioId::Audit) {
-        eprintln!("manifold-bench: scenario Audit");
-        let clock = Instant::now();
-        let mut report = scenario(ScenarioId::Audit, &plan);
-        if kinds.contains(&Kind::Manifold) {
-            let (rows, notes) = audit::measure(&launcher, &plan).await;
-            report.rows = rows;
-            report.notes.extend(notes);
-        } else {
-            report.rows = audit::VARIANTS
-                .iter()
-                .map(|v| {
-                    crate::report::Row::not_applicable(
-                        v.label(),
-                        Kind::Manifold.name(),
-                        "manifold is not among --contenders",
-                    )
-                })
-                .collect();
-        }
-        report.seconds = clock.elapsed().as_secs_f64();
-        reports.insert(ScenarioId::Audit, report);
+        let labels = audit::VARIANTS.iter().map(|v| v.label());
+        let measured = manifold_only(manifold_runs, labels, || audit::measure(&launcher, &plan));
+        run_manifold_only(ScenarioId::Audit, &plan, &mut reports, measured).await;
     }
-
     if wants(ScenarioId::Sandbox) {
-        eprintln!("manifold-bench: scenario Sandbox");
-        let clock = Instant::now();
-        let mut report = scenario(ScenarioId::Sandbox, &plan);
-        if kinds.contains(&Kind::Manifold) {
-            let (rows, notes) = sandbox::measure(&launcher, &plan).await;
-            report.rows = rows;
-            report.notes.extend(notes);
-        } else {
-            report.rows = sandbox::VARIANTS
-                .iter()
-                .map(|v| {
-                    crate::report::Row::not_applicable(
-                        v.label(),
-                        Kind::Manifold.name(),
-                        "manifold is not among --contenders",
-                    )
-                })
-                .collect();
-        }
-        report.seconds = clock.elapsed().as_secs_f64();
-        reports.insert(ScenarioId::Sandbox, report);
+        let labels = sandbox::VARIANTS.iter().map(|v| v.label());
+        let measured = manifold_only(manifold_runs, labels, || sandbox::measure(&launcher, &plan));
+        run_manifold_only(ScenarioId::Sandbox, &plan, &mut reports, measured).await;
     }
-
     if wants(ScenarioId::Callgrind) {
-        eprintln!("manifold-bench: scenario Callgrind");
-        let clock = Instant::now();
-        let mut report = scenario(ScenarioId::Callgrind, &plan);
-        if kinds.contains(&Kind::Manifold) {
-            let (rows, notes) = callgrind::measure(&launcher).await;
-            report.rows = rows;
-            report.notes.extend(notes);
-        } else {
-            report
-                .notes
-                .push("manifold is not among --contenders: nothing to count".to_owned());
-        }
-        report.seconds = clock.elapsed().as_secs_f64();
-        reports.insert(ScenarioId::Callgrind, report);
+        let labels = callgrind::VARIANTS.iter().map(|v| v.label());
+        let measured = manifold_only(manifold_runs, labels, || callgrind::measure(&launcher));
+        run_manifold_only(ScenarioId::Callgrind, &plan, &mut reports, measured).await;
     }
 
     let mut scenarios: Vec<ScenarioReport> = reports.into_values().collect();
@@ -558,4 +512,47 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
         contenders,
         scenarios,
     })
+}
+
+/// The rows and notes of a scenario only Manifold takes part in, or, when it is not among
+/// `--contenders`, one "not applicable" row per variant (named by `labels`).
+async fn manifold_only<F, Fut>(
+    manifold_runs: bool,
+    labels: impl Iterator<Item = &'static str>,
+    measure: F,
+) -> (Vec<crate::report::Row>, Vec<String>)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = (Vec<crate::report::Row>, Vec<String>)>,
+{
+    if manifold_runs {
+        return measure().await;
+    }
+    let rows = labels
+        .map(|label| {
+            crate::report::Row::not_applicable(
+                label,
+                Kind::Manifold.name(),
+                "manifold is not among --contenders",
+            )
+        })
+        .collect();
+    (rows, Vec::new())
+}
+
+/// Times `measured` and files its rows and notes as scenario `id`'s report.
+async fn run_manifold_only(
+    id: ScenarioId,
+    plan: &Plan,
+    reports: &mut BTreeMap<ScenarioId, ScenarioReport>,
+    measured: impl std::future::Future<Output = (Vec<crate::report::Row>, Vec<String>)>,
+) {
+    eprintln!("manifold-bench: scenario {id:?}");
+    let clock = Instant::now();
+    let mut report = scenario(id, plan);
+    let (rows, notes) = measured.await;
+    report.rows = rows;
+    report.notes.extend(notes);
+    report.seconds = clock.elapsed().as_secs_f64();
+    reports.insert(id, report);
 }

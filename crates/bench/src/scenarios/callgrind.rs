@@ -229,12 +229,10 @@ async fn run_variant(
             "--instr-atstart=no".to_owned(),
             format!("--callgrind-out-file={}", profile.display()),
             launcher.manifold.to_string_lossy().into_owned(),
-            "serve".to_owned(),
-            "--config".to_owned(),
-            config.to_string_lossy().into_owned(),
-            "--listen".to_owned(),
-            "127.0.0.1:0".to_owned(),
-        ],
+        ]
+        .into_iter()
+        .chain(crate::contenders::serve_args(&config))
+        .collect::<Vec<_>>(),
         &[],
         &config.with_extension("log"),
     )?;

@@ -13,9 +13,14 @@ use std::task::{Context, Poll};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use manifold_egress::request::{parse, read_head};
-use manifold_egress::{MAX_HEAD_BYTES, ProxyRequest};
+use manifold_egress::MAX_HEAD_BYTES;
+use manifold_egress::request::read_head;
 use tokio::io::{AsyncRead, ReadBuf};
+
+// The same checks the test suite's properties run (crates/egress/tests/request_properties.rs).
+#[path = "../../tests/parsed_request/mod.rs"]
+mod parsed_request;
+use parsed_request::check_parsed;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -46,73 +51,6 @@ impl AsyncRead for Pieces<'_> {
         buf.put_slice(now);
         self.data = later;
         Poll::Ready(Ok(()))
-    }
-}
-
-fn check_parsed(head: &[u8]) {
-    match parse(head) {
-        Ok(ProxyRequest::Connect { target }) => {
-            assert!(!target.host.is_empty() && target.port != 0, "{target:?}");
-            assert_eq!(target.host, target.host.to_ascii_lowercase());
-        }
-        Ok(ProxyRequest::Forward {
-            target,
-            head: forwarded,
-        }) => {
-            assert!(!target.host.is_empty() && target.port != 0, "{target:?}");
-            let text = std::str::from_utf8(&forwarded).expect("a forwarded head is text");
-            assert!(text.ends_with("Connection: close\r\n\r\n"), "{text:?}");
-            assert_eq!(text.matches("\r\n\r\n").count(), 1, "{text:?}");
-            let bytes = text.as_bytes();
-            for (i, b) in bytes.iter().enumerate() {
-                let crlf = (*b == b'\r' && bytes.get(i + 1) == Some(&b'\n'))
-                    || (*b == b'\n' && i > 0 && bytes.get(i - 1) == Some(&b'\r'));
-                assert!(
-                    !b.is_ascii_control() || *b == b'\t' || crlf,
-                    "a bare control byte {b:#x} in {text:?}"
-                );
-            }
-            let mut lines = text.split("\r\n");
-            let line = lines.next().unwrap_or_default();
-            let mut parts = line.split(' ');
-            let (method, path, version) = (
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-            );
-            assert!(path.starts_with('/'), "{line:?}");
-            for header in lines.filter(|l| !l.is_empty()) {
-                let name = header
-                    .split(':')
-                    .next()
-                    .unwrap_or_default()
-                    .to_ascii_lowercase();
-                assert!(
-                    !name.starts_with("proxy-") && name != "keep-alive",
-                    "{header:?}"
-                );
-                assert!(
-                    name != "connection" || header == "Connection: close",
-                    "{header:?}"
-                );
-            }
-            let host = if target.host.contains(':') {
-                format!("[{}]", target.host)
-            } else {
-                target.host.clone()
-            };
-            let again = format!(
-                "{method} http://{host}:{}{path} {version}\r\n\r\n",
-                target.port
-            );
-            match parse(again.as_bytes()) {
-                Ok(ProxyRequest::Forward { target: back, .. }) => {
-                    assert_eq!(back, target, "{again:?}")
-                }
-                other => panic!("{again:?} parsed to {other:?}"),
-            }
-        }
-        Err(_) => {}
     }
 }
 
