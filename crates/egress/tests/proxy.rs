@@ -10,37 +10,44 @@ use manifold_telemetry::{Metrics, Snapshot};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// A one-request-per-connection HTTP server answering `hello <request line>`.
-async fn origin() -> u16 {
+/// A server on 127.0.0.1 that runs `serve_one` on each connection it accepts; its port.
+async fn origin_with<F, Fut>(serve_one: F) -> u16
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    let n = s.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                let text = String::from_utf8_lossy(&buf);
-                let line = text.lines().next().unwrap_or_default().to_owned();
-                let body = format!("hello {line}");
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(answer.as_bytes()).await;
-            });
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(serve_one(s));
         }
     });
     port
+}
+
+/// A one-request-per-connection HTTP server answering `hello <request line>`.
+async fn origin() -> u16 {
+    origin_with(|mut s| async move {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut chunk).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let line = text.lines().next().unwrap_or_default().to_owned();
+        let body = format!("hello {line}");
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = s.write_all(answer.as_bytes()).await;
+    })
+    .await
 }
 
 async fn proxy(server: &str, hosts: &[String], private: &[&str]) -> u16 {
@@ -166,20 +173,11 @@ async fn each_decision_is_counted() {
 
 /// A TCP server echoing every byte back on each connection, until the client closes.
 async fn echo_origin() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    port
+    origin_with(|mut s| async move {
+        let (mut r, mut w) = s.split();
+        let _ = tokio::io::copy(&mut r, &mut w).await;
+    })
+    .await
 }
 
 /// The idle bound the idle tests give their proxy: short, so an idle tunnel closes soon.
