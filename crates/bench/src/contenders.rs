@@ -510,6 +510,17 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
+/// The arguments of `manifold serve` on a generated configuration, on a free loopback port.
+pub fn serve_args(config: &Path) -> Vec<String> {
+    vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config.to_string_lossy().into_owned(),
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -537,15 +548,4 @@ mod tests {
             assert_eq!(many.unsupported_by(kind).is_some(), kind.is_bridge());
         }
     }
-}
-
-/// The arguments of `manifold serve` on a generated configuration, on a free loopback port.
-pub fn serve_args(config: &Path) -> Vec<String> {
-    vec![
-        "serve".to_owned(),
-        "--config".to_owned(),
-        config.to_string_lossy().into_owned(),
-        "--listen".to_owned(),
-        "127.0.0.1:0".to_owned(),
-    ]
 }
