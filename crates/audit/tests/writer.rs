@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manifold_audit::{AuditWriter, FAILING_PROBE_INTERVAL};
+use manifold_audit::{AuditWriter, FAILING_PROBE_INTERVAL, REQUIRED_ACK_TIMEOUT};
 use manifold_config::AuditMode;
 use manifold_store::{Store, StoreLocation};
 use manifold_telemetry::Metrics;
@@ -129,6 +129,54 @@ async fn required_mode_refuses_while_postgres_is_down_and_serves_again_when_it_i
     writer.record(facts(2)).await.unwrap();
     let ids = call_ids(&store).await;
     assert!(ids.contains(&"call-0".to_owned()) && ids.contains(&"call-2".to_owned()));
+    assert!(store.audit().verify().await.unwrap().is_intact());
+}
+
+/// A store that neither answers nor fails (another client holds a lock on the trail's table):
+/// the call waiting for its row is refused after `REQUIRED_ACK_TIMEOUT` with a message that
+/// says so, and the row, kept in the batch, is written once the lock goes.
+#[tokio::test]
+async fn a_required_ack_that_hangs_is_refused_after_its_timeout_and_the_row_still_lands() {
+    use sqlx::Connection;
+    let pg = Postgres::start().unwrap();
+    let url = pg.url_with_password("pw");
+    let store = Arc::new(
+        Store::open(&StoreLocation::postgres(url.clone()))
+            .await
+            .unwrap(),
+    );
+    let writer = AuditWriter::start(
+        Arc::clone(&store),
+        AuditMode::Required,
+        false,
+        Metrics::new().audit(),
+    );
+    writer.record(facts(0)).await.unwrap();
+    let mut locker = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE audit_trail IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let refused = writer.record(facts(1)).await.unwrap_err();
+    assert!(
+        started.elapsed() >= REQUIRED_ACK_TIMEOUT,
+        "refused only once the timeout passed"
+    );
+    let why = refused.to_string();
+    assert!(
+        why.contains(&format!(
+            "not written within {}s",
+            REQUIRED_ACK_TIMEOUT.as_secs()
+        )),
+        "{why}"
+    );
+    sqlx::raw_sql("COMMIT").execute(&mut locker).await.unwrap();
+    assert!(
+        writer.flush().await,
+        "the flush finished once the lock went"
+    );
+    assert_eq!(call_ids(&store).await, ["call-0", "call-1"]);
     assert!(store.audit().verify().await.unwrap().is_intact());
 }
 

@@ -510,3 +510,75 @@ async fn a_refused_credential_and_a_keyed_caller_are_both_on_the_record() {
     assert_eq!(records[1]["target"], "POST /mcp");
     assert!(!records[1].to_string().contains("not-a-real-key"));
 }
+
+/// `manifold stdio` keeps the same trail as `serve`: a client on stdin makes a call, closes its
+/// end, and the row is in the store when the process has exited (the writer drains its queue on
+/// the way out).
+#[tokio::test]
+async fn manifold_stdio_puts_its_calls_on_the_record_and_flushes_them_at_exit() {
+    use std::io::Write;
+    let config = write_config("stdio", "");
+    let dir = config.parent().unwrap().to_path_buf();
+    let mut child = Command::new(MANIFOLD)
+        .args(["stdio", "--config"])
+        .arg(&config)
+        .current_dir(&dir)
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .env("AUDIT_TEST_SECRET", SECRET)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = |id: i64| -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "stdio-audit-client", "version": "3.1"}}});
+    writeln!(stdin, "{initialize}").unwrap();
+    assert!(answer(1)["result"]["protocolVersion"].is_string());
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "peer__echo", "arguments": {"message": "over stdio"}}});
+    writeln!(stdin, "{call}").unwrap();
+    let answered = answer(2);
+    assert!(answered["result"]["content"].is_array(), "{answered}");
+    drop(stdin);
+    let deadline = tokio::time::Instant::now() + EXIT_GUARD;
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no exit after stdin closed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows = rows(&dir.join("data")).await;
+    let calls: Vec<Value> = rows
+        .iter()
+        .map(record)
+        .filter(|r| r["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{rows:?}");
+    let call = &calls[0];
+    assert_eq!(call["target"], "echo", "the upstream's own name: {call}");
+    assert_eq!(call["server"], "peer", "{call}");
+    assert_eq!(call["outcome"], "ok", "{call}");
+    assert_eq!(call["client_name"], "stdio-audit-client", "{call}");
+    assert_eq!(call["client_version"], "3.1", "{call}");
+}
