@@ -86,6 +86,9 @@ pub enum AuditAction {
         /// Only rows before this time: RFC 3339 or a duration ago.
         #[arg(long, value_name = "TIME")]
         until: Option<String>,
+        /// Only rows older than this seq (the SEQ column): the next page of a search is the same search with --before the smallest seq it showed.
+        #[arg(long, value_name = "SEQ")]
+        before: Option<i64>,
         /// Most rows to show.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_SEARCH_ROWS)]
         limit: u32,
@@ -202,11 +205,19 @@ fn prepare(action: &AuditAction, now_ms: i64) -> Result<Job, CliError> {
             outcome,
             since,
             until,
+            before,
             limit,
             json,
             ..
         } => {
             check_rows("--limit", *limit, 1)?;
+            if let Some(before) = before
+                && *before < 1
+            {
+                return Err(CliError::usage(format!(
+                    "--before {before} matches no row: seqs start at 1; give the smallest SEQ a search showed to see the rows before it"
+                )));
+            }
             if let Some(outcome) = outcome {
                 check_outcome(outcome)?;
             }
@@ -219,6 +230,7 @@ fn prepare(action: &AuditAction, now_ms: i64) -> Result<Job, CliError> {
                     outcome: outcome.clone(),
                     since_ms,
                     until_ms,
+                    before_seq: *before,
                 },
                 limit: *limit,
                 json: *json,
@@ -426,6 +438,9 @@ async fn tail(store: &Store, rows: u32, follow: bool, json: bool) -> Result<Outc
     if write_lines(&lines)? == Flow::Stopped || !follow {
         return Ok(Outcome::Success);
     }
+    // Set while the store does not answer: said once when it starts and once when it ends, so
+    // a restart of PostgreSQL under a running `tail -f` is a pause, not the end of the command.
+    let mut unreadable: Option<String> = None;
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => return Ok(Outcome::Success),
@@ -433,10 +448,27 @@ async fn tail(store: &Store, rows: u32, follow: bool, json: bool) -> Result<Outc
         }
         // Catch up a page at a time when rows come faster than one page per poll.
         loop {
-            let rows = trail
-                .page(after, MAX_AUDIT_PAGE)
-                .await
-                .map_err(|e| store_failed(store, &e))?;
+            let rows = match trail.page(after, MAX_AUDIT_PAGE).await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    let why = e.to_string();
+                    if unreadable.as_deref() != Some(why.as_str()) {
+                        eprintln!(
+                            "could not read the audit trail in {}: {why}; trying again every {} ms until it answers (Ctrl-C to stop)",
+                            store.location().shown(),
+                            FOLLOW_POLL.as_millis()
+                        );
+                        unreadable = Some(why);
+                    }
+                    break;
+                }
+            };
+            if unreadable.take().is_some() {
+                eprintln!(
+                    "reading the audit trail in {} again",
+                    store.location().shown()
+                );
+            }
             let Some(last) = rows.last() else { break };
             after = last.seq;
             let lines: Vec<String> = rows
@@ -486,9 +518,12 @@ async fn search(
     if write_lines(&lines)? == Flow::Stopped {
         return Ok(Outcome::Success);
     }
-    if rows.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
+    if rows.len() == usize::try_from(limit).unwrap_or(usize::MAX)
+        && let Some(oldest) = rows.last()
+    {
         eprintln!(
-            "showing the newest {limit} matching rows; there may be more: narrow the search (--since, --until ...) or raise --limit (at most {MAX_ROWS_SHOWN})"
+            "showing the newest {limit} matching rows; there may be more: run the same search with --before {} for the next page, or narrow it (--since, --until ...)",
+            oldest.seq
         );
     }
     Ok(Outcome::Success)
@@ -750,6 +785,7 @@ mod tests {
             outcome: outcome.map(str::to_owned),
             since: since.map(str::to_owned),
             until: until.map(str::to_owned),
+            before: Some(42),
             limit: DEFAULT_SEARCH_ROWS,
             json: false,
             config: None,
@@ -787,6 +823,7 @@ mod tests {
                     outcome: Some("tool_error".to_owned()),
                     since_ms: Some(NOW - 3_600_000),
                     until_ms: Some(NOW),
+                    before_seq: Some(42),
                 },
                 limit: DEFAULT_SEARCH_ROWS,
                 json: false,

@@ -373,6 +373,46 @@ async fn search_filters_by_caller_tool_server_outcome_and_time() {
 }
 
 #[tokio::test]
+async fn search_pages_on_with_before_the_smallest_seq_it_showed() {
+    let trail = Trail::sqlite("search-pages");
+    trail.append(&calls(FIXED_MS, 7)).await;
+    let first = trail.run(&["search", "--json", "--limit", "3"]);
+    let ids = |out: &Output| -> Vec<String> {
+        json_lines(&stdout_of(out))
+            .iter()
+            .map(|r| r["call_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&first), ["c7", "c6", "c5"]);
+    let hint = stderr_of(&first);
+    assert!(hint.contains("--before 5 for the next page"), "{hint}");
+    let second = trail.run(&["search", "--json", "--limit", "3", "--before", "5"]);
+    assert_eq!(ids(&second), ["c4", "c3", "c2"]);
+    assert!(
+        stderr_of(&second).contains("--before 2"),
+        "{}",
+        stderr_of(&second)
+    );
+    let last = trail.run(&["search", "--json", "--limit", "3", "--before", "2"]);
+    assert_eq!(ids(&last), ["c1"]);
+    assert!(
+        !stderr_of(&last).contains("--before"),
+        "the last page says there is no more: {}",
+        stderr_of(&last)
+    );
+    // Other filters still apply on a later page.
+    let filtered = trail.run(&["search", "--json", "--caller", "nobody", "--before", "5"]);
+    assert!(ids(&filtered).is_empty());
+    let refused = trail.run(&["search", "--before", "0"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr_of(&refused));
+    assert!(
+        stderr_of(&refused).contains("seqs start at 1"),
+        "{}",
+        stderr_of(&refused)
+    );
+}
+
+#[tokio::test]
 async fn commands_refuse_a_data_dir_without_a_store_rather_than_create_one() {
     let trail = Trail::sqlite("no-store");
     for args in [
@@ -461,17 +501,9 @@ async fn tail_follow_prints_a_row_appended_after_it_started() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(child.stdout.take().unwrap());
     let next_row = || -> Value {
-        let line = rx.recv_timeout(FOLLOW_PATIENCE).unwrap().unwrap();
+        let line = rx.recv_timeout(FOLLOW_PATIENCE).unwrap();
         serde_json::from_str(&line).unwrap()
     };
     // The newest row first: tail has read the trail, so what follows is appended after.
@@ -583,4 +615,67 @@ async fn postgres_verify_and_search_read_the_trail_in_postgresql() {
     let stderr = stderr_of(&out);
     assert!(stderr.contains("broken at seq 2:"), "{stderr}");
     assert!(stderr.contains("principal column"), "{stderr}");
+}
+
+/// Lines from a child's pipe, read on a thread, so a test can wait for the next one.
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test]
+async fn tail_follow_waits_out_a_postgres_restart_and_goes_on() {
+    let pg = Postgres::start().unwrap();
+    let trail = Trail::postgres("follow-restart", &pg);
+    trail.append(&calls(FIXED_MS, 1)).await;
+    let mut child = trail
+        .command(&["tail", "-n", "1", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = lines_of(child.stdout.take().unwrap());
+    let stderr = lines_of(child.stderr.take().unwrap());
+    let first: Value =
+        serde_json::from_str(&stdout.recv_timeout(FOLLOW_PATIENCE).unwrap()).unwrap();
+    assert_eq!(first["call_id"], "c1");
+
+    pg.stop().unwrap();
+    let said = stderr.recv_timeout(FOLLOW_PATIENCE).unwrap();
+    assert!(said.contains("could not read the audit trail in"), "{said}");
+    assert!(said.contains("trying again every 500 ms"), "{said}");
+    assert!(
+        !said.contains("audit-pw"),
+        "the password is never shown: {said}"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "tail -f is still running while the store is down"
+    );
+
+    pg.start_again().unwrap();
+    trail
+        .append(&[call(FIXED_MS + 9000, "after", "erin", "fs", "read", "ok")])
+        .await;
+    let next: Value = serde_json::from_str(&stdout.recv_timeout(FOLLOW_PATIENCE).unwrap()).unwrap();
+    assert_eq!(
+        (next["seq"].as_i64(), next["call_id"].as_str()),
+        (Some(2), Some("after"))
+    );
+    let back: Vec<String> = stderr.try_iter().collect();
+    assert!(
+        back.iter()
+            .any(|l| l.contains("reading the audit trail in") && l.ends_with("again")),
+        "{back:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -58,7 +58,8 @@ pub struct AuditRow {
 }
 
 /// What [`AuditTrail::search`] matches: every field given must match exactly;
-/// `since_ms <= at_ms < until_ms`.
+/// `since_ms <= at_ms < until_ms`; `seq < before_seq` (the cursor to the next page: the
+/// smallest seq of the page before).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditFilter {
     pub principal: Option<String>,
@@ -67,6 +68,7 @@ pub struct AuditFilter {
     pub outcome: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
+    pub before_seq: Option<i64>,
 }
 
 /// One prune: rows up to `through_seq` were removed; `anchor_sha256` is the `row_sha256` of the
@@ -593,10 +595,15 @@ impl AuditTrail<'_> {
                 clauses.push(format!("{column} = ${}", params.len()));
             }
         }
-        for (clause, bound) in [(">=", filter.since_ms), ("<", filter.until_ms)] {
+        let bounds = [
+            ("at_ms >=", filter.since_ms),
+            ("at_ms <", filter.until_ms),
+            ("seq <", filter.before_seq),
+        ];
+        for (clause, bound) in bounds {
             if let Some(bound) = bound {
                 params.push(Param::Int(bound));
-                clauses.push(format!("at_ms {clause} ${}", params.len()));
+                clauses.push(format!("{clause} ${}", params.len()));
             }
         }
         let mut sql = concat!("SELECT ", row_columns!(), " FROM audit_trail").to_owned();

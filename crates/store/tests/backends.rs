@@ -1101,6 +1101,30 @@ async fn audit_search_and_page_order(backend: Backend) {
         ["s3"]
     );
     assert_eq!(search(AuditFilter::default(), 2).await, ["s4", "s3"]);
+    // The next page starts before the smallest seq shown, and keeps the other filters.
+    assert_eq!(
+        search(
+            AuditFilter {
+                before_seq: Some(seqs[3]),
+                ..Default::default()
+            },
+            2
+        )
+        .await,
+        ["s2", "s1"]
+    );
+    assert_eq!(
+        search(
+            AuditFilter {
+                principal: some("alice"),
+                before_seq: Some(seqs[2]),
+                ..Default::default()
+            },
+            10
+        )
+        .await,
+        ["s0"]
+    );
     assert!(search(AuditFilter::default(), 0).await.is_empty());
     assert!(
         search(
