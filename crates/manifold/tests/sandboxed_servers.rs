@@ -114,30 +114,56 @@ fn scratch(label: &str) -> PathBuf {
 }
 
 #[test]
-fn node_and_python_peers_list_and_answer_under_strict() {
+fn node_and_python_peers_list_and_answer_under_strict_from_their_own_entry_points() {
     let dir = scratch("sandboxed-peers");
     let node = manifold_testkit::node().unwrap();
     // No read_only for memory: the exposure rule makes node, its install and the package's
     // node_modules tree visible by itself.
     let memory =
         manifold_testkit::npm_package_entry("@modelcontextprotocol/server-memory").unwrap();
-    // The venv's own python links into pyenv under /root, which the server's uid (nobody, under
-    // a root gateway) cannot search: the system python3 (same minor version) runs its packages.
+    // The venv's entry point as a user would configure it, no read_only either. Its python
+    // links into an interpreter install that may sit under /root (0700): a root gateway's
+    // launcher clones each mount tree before it becomes nobody, so no path has to be searched.
     let time = manifold_testkit::venv_bin("mcp-server-time").unwrap();
-    let venv = time.parent().and_then(Path::parent).unwrap();
+    let git = manifold_testkit::venv_bin("mcp-server-git").unwrap();
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("notes.txt"), "inside the sandbox\n").unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "notes.txt"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "sandboxed commit",
+        ],
+    ] {
+        let done = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .status()
+            .unwrap();
+        assert!(done.success(), "git {args:?}");
+    }
     let config = format!(
         "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
          [servers.memory]\ncommand = \"{node}\"\nargs = [\"{memory}\"]\n\
          env = {{ MEMORY_FILE_PATH = \"/workspace/memory.jsonl\" }}\n\
          [servers.memory.sandbox]\nprofile = \"strict\"\n\n\
-         [servers.time]\ncommand = \"python3\"\n\
-         args = [\"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\
-         env = {{ PYTHONPATH = \"{venv}/lib/python3.11/site-packages\" }}\n\
-         [servers.time.sandbox]\nprofile = \"strict\"\nread_only = [\"{venv}\"]\n",
+         [servers.time]\ncommand = \"{time}\"\nargs = [\"--local-timezone\", \"UTC\"]\n\
+         [servers.time.sandbox]\nprofile = \"strict\"\n\n\
+         [servers.git]\ncommand = \"{git}\"\nargs = [\"--repository\", \"{repo}\"]\n\
+         [servers.git.sandbox]\nprofile = \"strict\"\n",
         data = path_str(&dir.join("data")),
         node = path_str(&node),
         memory = path_str(&memory),
-        venv = path_str(venv),
+        time = path_str(&time),
+        git = path_str(&git),
+        repo = path_str(&repo),
     );
     let s = serve(&dir, &config);
     let (code, out, err) = client(&["list", "tools", &s.url]);
@@ -146,6 +172,7 @@ fn node_and_python_peers_list_and_answer_under_strict() {
         "memory__create_entities",
         "memory__read_graph",
         "time__get_current_time",
+        "git__git_log",
     ] {
         assert!(out.contains(tool), "{tool} missing from:\n{out}\n{err}");
     }
@@ -169,6 +196,11 @@ fn node_and_python_peers_list_and_answer_under_strict() {
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("UTC"), "{out}");
+    // The repository named on the command line is readable inside.
+    let repo_arg = format!("repo_path={}", path_str(&repo));
+    let (code, out, err) = client(&["call", &s.url, "git__git_log", "--arg", &repo_arg]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("sandboxed commit"), "{out}");
 }
 
 #[test]

@@ -110,29 +110,43 @@ pub struct Exposure {
     pub unreachable: Vec<(PathBuf, PathBuf)>,
 }
 
+/// Whether a launcher started by this process can clone mount trees (the root gateway's case,
+/// see `root.rs`): then binds need no path search by the server's uid. Asked of the kernel once
+/// with a clone of `/dev/null`, dropped at once.
+pub fn launcher_clones_trees() -> bool {
+    static CLONES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CLONES.get_or_init(|| {
+        nix::unistd::geteuid().is_root() && crate::sys::clone_tree(Path::new("/dev/null")).is_ok()
+    })
+}
+
 /// [`exposed_paths`] for `spec`, without what its `read_only` already covers, split by whether
 /// the uid the launcher will bind as (the spec's `run_as` under a root gateway, else the
-/// gateway's own) can search every dir above each path.
+/// gateway's own) can search every dir above each path. A root gateway whose launcher clones
+/// mount trees reaches every path.
 pub fn expose_command<S: AsRef<OsStr>>(
     spec: &SandboxSpec,
     program: &str,
     args: &[S],
     lookup: &Lookup,
 ) -> Exposure {
-    let (uid, gid) = if nix::unistd::geteuid().is_root() {
-        spec.run_as.unwrap_or(DEFAULT_ROOT_RUN_AS)
+    // The uid whose path search the binds need; none when the launcher clones mount trees.
+    let searcher = if launcher_clones_trees() {
+        None
+    } else if nix::unistd::geteuid().is_root() {
+        Some(spec.run_as.unwrap_or(DEFAULT_ROOT_RUN_AS))
     } else {
-        (
+        Some((
             nix::unistd::geteuid().as_raw(),
             nix::unistd::getegid().as_raw(),
-        )
+        ))
     };
     let mut exposure = Exposure::default();
     for path in exposed_paths(program, args, lookup) {
         if spec.read_only.iter().any(|listed| path.starts_with(listed)) {
             continue;
         }
-        match blocked_for(&path, uid, gid) {
+        match searcher.and_then(|(uid, gid)| blocked_for(&path, uid, gid)) {
             Some(dir) => exposure.unreachable.push((path, dir)),
             None => exposure.read_only.push(path),
         }
@@ -204,15 +218,23 @@ fn shebang(path: &Path, lookup: &Lookup) -> Option<PathBuf> {
 }
 
 /// The parent of `bin/` (or `sbin/`) holding `exe`, when it looks like an install (a venv's
-/// `pyvenv.cfg` or a `lib/` dir) and is not the root, a system dir, the home dir or its ancestor.
+/// `pyvenv.cfg` or a `lib/` dir), or of `shims/`, when it looks like a version manager's root
+/// (pyenv's and rbenv's `libexec/` and `versions/`, asdf's `installs/`: a shim execs the manager,
+/// which runs an interpreter from there); never the root, a system dir, the home dir or its
+/// ancestor.
 fn install_prefix(exe: &Path, lookup: &Lookup) -> Option<PathBuf> {
-    let bin = exe.parent()?;
-    let name = bin.file_name()?;
-    if name != "bin" && name != "sbin" {
-        return None;
-    }
-    let prefix = bin.parent()?;
-    let installed = prefix.join("pyvenv.cfg").is_file() || prefix.join("lib").is_dir();
+    let dir = exe.parent()?;
+    let name = dir.file_name()?;
+    let prefix = dir.parent()?;
+    let installed = if name == "bin" || name == "sbin" {
+        prefix.join("pyvenv.cfg").is_file() || prefix.join("lib").is_dir()
+    } else if name == "shims" {
+        ["libexec", "versions", "installs"]
+            .iter()
+            .any(|d| prefix.join(d).is_dir())
+    } else {
+        false
+    };
     (installed && !too_wide(prefix, lookup)).then(|| prefix.to_path_buf())
 }
 
@@ -335,6 +357,23 @@ mod tests {
             &lookup(&[&venv.join("bin")], &t.path().join("home")),
         );
         assert_eq!(found, vec![venv.clone(), pyenv.clone()]);
+    }
+
+    #[test]
+    fn a_version_manager_shim_exposes_the_manager_root_it_execs() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("home/.pyenv");
+        std::fs::create_dir_all(root.join("libexec")).unwrap();
+        std::fs::create_dir_all(root.join("versions")).unwrap();
+        write_exe(&root.join("shims/python3"), "#!/bin/sh\nexec pyenv exec\n");
+        let home = t.path().join("home");
+        let found = exposed_paths::<&str>("python3", &[], &lookup(&[&root.join("shims")], &home));
+        assert_eq!(found, vec![root.clone()]);
+        // A dir named shims that is no manager's (nothing beside it) exposes the shim alone.
+        let lone = t.path().join("tools/shims/run");
+        write_exe(&lone, "#!/bin/sh\n");
+        let found = exposed_paths::<&str>("run", &[], &lookup(&[lone.parent().unwrap()], &home));
+        assert_eq!(found, vec![lone]);
     }
 
     #[test]

@@ -15,6 +15,8 @@ mod sys;
 
 pub use command::{LAUNCHER_NAME, MAX_REPORT_BYTES, Sandboxed, SandboxedCommand, default_launcher};
 pub use error::SandboxError;
-pub use exposure::{Exposure, Lookup, blocked_for, expose_command, exposed_paths};
+pub use exposure::{
+    Exposure, Lookup, blocked_for, expose_command, exposed_paths, launcher_clones_trees,
+};
 pub use probe::{FORCE_PROBE_ENV, ForcedProbe, HostProbe, probe};
 pub use spec::{Control, Enforcement, Network, Report, SandboxSpec, State};

@@ -1,11 +1,16 @@
 //! Builds the server's minimal root inside its new mount namespace: a read-only tmpfs holding
 //! read-only binds of the system dirs, a few /etc files and `read_only` paths, rw binds of workspace,
 //! output and home, a tmpfs /tmp, a small /dev and a fresh /proc; then pivot_root into it and detach
-//! the host's root. Binds are made by host path under the staged `/oldroot` as the server's uid, so
-//! every source and its parents must be searchable by that uid (an fd opened before unshare belongs
-//! to the host's mount namespace and cannot be bound: EINVAL).
+//! the host's root. A root launcher clones each source's mount tree (`open_tree`) before it gives
+//! up its uid and attaches the clones inside (`move_mount`), so the server's uid (nobody) never
+//! searches a host path: a program under `/root` (0700) can be bound as long as the program itself
+//! is readable. Any other launcher cannot clone trees (EPERM) and binds by host path under the
+//! staged `/oldroot` as the server's uid, so there every source and its parents must be searchable
+//! by that uid (a plain fd opened before unshare belongs to the host's mount namespace and cannot
+//! be bound: EINVAL).
 
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -52,6 +57,8 @@ pub struct Bind {
     inside: PathBuf,
     writable: bool,
     is_dir: bool,
+    /// The source's mount tree, cloned while the launcher could (see the module comment).
+    tree: Option<OwnedFd>,
 }
 
 /// What the new root is made of, gathered before the launcher gives up its uid.
@@ -104,11 +111,13 @@ impl RootPlan {
         let is_dir = meta.is_dir();
         // Symlinks (e.g. /etc/localtime) resolve against the host root, not the staged one.
         let source = std::fs::canonicalize(host).map_err(|e| format!("{}: {e}", host.display()))?;
+        let tree = crate::sys::clone_tree(&source).ok();
         self.binds.push(Bind {
             source,
             inside: inside.to_path_buf(),
             writable,
             is_dir,
+            tree,
         });
         Ok(())
     }
@@ -229,14 +238,17 @@ fn bind_into(new: &Path, bind: &Bind) -> Result<(), String> {
             e.desc()
         )
     };
-    mount(
-        Some(&source),
-        &target,
-        none,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        none,
-    )
-    .map_err(|e| fail("bind", e))?;
+    match &bind.tree {
+        Some(tree) => crate::sys::attach_tree(tree, &target).map_err(|e| fail("attach", e))?,
+        None => mount(
+            Some(&source),
+            &target,
+            none,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            none,
+        )
+        .map_err(|e| fail("bind", e))?,
+    }
     if bind.inside.starts_with("/dev") {
         return Ok(());
     }

@@ -1,11 +1,15 @@
 //! The only `unsafe` in manifold-sandbox, kept small so it can be audited in one sitting: forking the
 //! single-threaded launcher, handing the report socket to it as fd 3, adopting that fd, asking the
-//! kernel for its Landlock ABI, bringing `lo` up (SIOCSIFFLAGS) and adopting the proxy listener fd
-//! received by SCM_RIGHTS. Everything else uses safe nix/landlock/seccompiler calls.
+//! kernel for its Landlock ABI, bringing `lo` up (SIOCSIFFLAGS), adopting the proxy listener fd
+//! received by SCM_RIGHTS, and cloning and attaching mount trees (`open_tree`, `move_mount`, which
+//! nix does not wrap). Everything else uses safe nix/landlock/seccompiler calls.
 #![allow(unsafe_code)]
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 /// The fd number the launcher finds its report pipe on.
@@ -122,4 +126,52 @@ pub fn loopback_up() -> Result<(), nix::errno::Errno> {
 pub fn adopt_received_fd(fd: RawFd) -> OwnedFd {
     // SAFETY: see above; each received fd is adopted exactly once by the caller's loop.
     unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// `move_mount`'s flag for "the source is the fd itself" (linux/mount.h).
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+fn c_path(path: &Path) -> Result<CString, nix::errno::Errno> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| nix::errno::Errno::EINVAL)
+}
+
+/// A detached copy of the mount tree at `path` (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`),
+/// close-on-exec. Cloning needs CAP_SYS_ADMIN over the caller's mount namespace: a root launcher
+/// has it before it gives up its uid; anyone else gets EPERM.
+pub fn clone_tree(path: &Path) -> Result<OwnedFd, nix::errno::Errno> {
+    let path = c_path(path)?;
+    let flags =
+        libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: open_tree reads a NUL-terminated path that outlives the call and returns a new fd
+    // or -1; nothing else is touched.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    let fd = RawFd::try_from(fd).map_err(|_| nix::errno::Errno::EBADF)?;
+    // SAFETY: the kernel just returned this fd to this process; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attaches a tree from [`clone_tree`] at `target` (`move_mount`); the tree then belongs to the
+/// caller's mount namespace, so the uid it runs as never has to search the tree's host path.
+pub fn attach_tree(tree: &OwnedFd, target: &Path) -> Result<(), nix::errno::Errno> {
+    let target = c_path(target)?;
+    let empty = c"";
+    // SAFETY: move_mount reads two NUL-terminated paths that outlive the call and an fd this
+    // process owns; it returns 0 or -1.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if done < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    Ok(())
 }

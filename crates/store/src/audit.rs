@@ -357,8 +357,8 @@ const CHAIN_TIP_SQL: &str = "SELECT COALESCE(\
 /// a thread wake-up per audit row, which cost more than writing the row.
 const LAST_SEQ_SQL: &str = "SELECT COALESCE(MAX(seq), 0) FROM audit_trail";
 
-/// The seqs of the `inserted` rows of one `INSERT`, the newest being `last`. Under the chain lock
-/// nothing else inserts, and one statement's rows take consecutive seqs in `VALUES` order
+/// The seqs of the `inserted` rows of one batch's `INSERT`s, the newest being `last`. Under the
+/// chain lock nothing else inserts, and the rows take consecutive seqs in `VALUES` order
 /// (SQLite's AUTOINCREMENT gives each row one more than the largest yet; PostgreSQL's identity
 /// sequence is drawn once per row, by nobody else).
 fn consecutive_seqs(last: i64, inserted: u64) -> Vec<i64> {
@@ -366,7 +366,14 @@ fn consecutive_seqs(last: i64, inserted: u64) -> Vec<i64> {
     (last.saturating_sub(inserted).saturating_add(1)..=last).collect()
 }
 
-/// The head of a batch's one `INSERT`; `push_values` adds a `VALUES` tuple per row.
+/// Rows per `INSERT` of a batch. Each statement's text depends only on its row count, so with
+/// at most this many rows there are at most this many texts, and the driver's per-connection
+/// cache of prepared statements (100) keeps them all: a batch re-binds statements prepared
+/// before instead of parsing a new one of up to `MAX_AUDIT_BATCH` rows (9 parameters each) every
+/// time. Larger chunks would mean fewer statements per batch but more of them to cache.
+const INSERT_CHUNK_ROWS: usize = 32;
+
+/// The head of each `INSERT` of a batch; `push_values` adds a `VALUES` tuple per row.
 const INSERT_HEAD_SQL: &str = "INSERT INTO audit_trail (at_ms, call_id, principal, server, target, outcome, record_json, prev_sha256, row_sha256) ";
 const ANCHOR_SQL: &str = "SELECT through_seq, pruned_at_ms, pruned_rows, anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1";
 /// The last row a prune removes: the one before the first row at or after the cutoff (or the
@@ -414,10 +421,11 @@ macro_rules! in_chain_transaction {
 }
 
 /// Appends `$entries` (an iterator of `&AuditEntry`) to the chain inside `$tx`; the seqs.
-/// The chain is computed here first, then the whole batch goes in one multi-row `INSERT`: one
-/// statement per batch, not per row (through sqlx's SQLite worker thread or a PostgreSQL round
-/// trip, a statement per row cost more than the rows themselves). Under the chain lock nothing
-/// else inserts, so the batch's seqs are the ascending ones returned, in entry order.
+/// The chain is computed here first, then the batch goes in multi-row `INSERT`s of up to
+/// [`INSERT_CHUNK_ROWS`] rows: a few statements per batch, not one per row (through sqlx's
+/// SQLite worker thread or a PostgreSQL round trip, a statement per row cost more than the rows
+/// themselves), each one prepared once per connection. Under the chain lock nothing else
+/// inserts, so the batch's seqs are the newest ones, ascending in entry order.
 macro_rules! append_chained {
     ($tx:ident, $entries:expr) => {{
         let tip: Option<String> = sqlx::query_scalar(CHAIN_TIP_SQL)
@@ -430,19 +438,22 @@ macro_rules! append_chained {
             let prev_sha256 = std::mem::replace(&mut prev, row_sha256.clone());
             chained.push((e, prev_sha256, row_sha256));
         }
-        let mut insert = sqlx::QueryBuilder::new(INSERT_HEAD_SQL);
-        insert.push_values(chained.iter(), |mut row, (e, prev_sha256, row_sha256)| {
-            row.push_bind(e.at_ms)
-                .push_bind(e.call_id.as_str())
-                .push_bind(e.principal.as_str())
-                .push_bind(e.server.as_str())
-                .push_bind(e.target.as_str())
-                .push_bind(e.outcome.as_str())
-                .push_bind(e.record_json.as_str())
-                .push_bind(prev_sha256.as_str())
-                .push_bind(row_sha256.as_str());
-        });
-        let inserted = insert.build().execute(&mut *$tx).await?.rows_affected();
+        let mut inserted = 0;
+        for chunk in chained.chunks(INSERT_CHUNK_ROWS) {
+            let mut insert = sqlx::QueryBuilder::new(INSERT_HEAD_SQL);
+            insert.push_values(chunk.iter(), |mut row, (e, prev_sha256, row_sha256)| {
+                row.push_bind(e.at_ms)
+                    .push_bind(e.call_id.as_str())
+                    .push_bind(e.principal.as_str())
+                    .push_bind(e.server.as_str())
+                    .push_bind(e.target.as_str())
+                    .push_bind(e.outcome.as_str())
+                    .push_bind(e.record_json.as_str())
+                    .push_bind(prev_sha256.as_str())
+                    .push_bind(row_sha256.as_str());
+            });
+            inserted += insert.build().execute(&mut *$tx).await?.rows_affected();
+        }
         let last: i64 = sqlx::query_scalar(LAST_SEQ_SQL)
             .fetch_one(&mut *$tx)
             .await?;
