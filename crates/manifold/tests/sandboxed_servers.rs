@@ -203,6 +203,79 @@ fn node_and_python_peers_list_and_answer_under_strict_from_their_own_entry_point
     assert!(out.contains("sandboxed commit"), "{out}");
 }
 
+/// The SDK servers (Python, TypeScript v2, rmcp) and the other reference servers of peers.md,
+/// each as a user would configure it, under strict set once in `[sandbox]`: all list their tools
+/// and answer a call.
+#[test]
+fn sdk_and_reference_servers_list_and_answer_under_strict_from_the_defaults_table() {
+    let dir = scratch("sandboxed-sdk-peers");
+    let node = path_str(&manifold_testkit::node().unwrap());
+    let peers = manifold_testkit::peers_dir().unwrap();
+    let entry = |name: &str| path_str(&manifold_testkit::npm_package_entry(name).unwrap());
+    let rmcp =
+        manifold_testkit::workspace_binary("manifold-rmcp-peer", "manifold-rmcp-peer").unwrap();
+    let allowed = dir.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [sandbox]\nprofile = \"strict\"\n\n\
+         [servers.pysdk]\ncommand = \"{python}\"\nargs = [\"{py_server}\", \"stdio\"]\n\n\
+         [servers.tsv2]\ncommand = \"{node}\"\nargs = [\"{ts_server}\", \"stdio\"]\n\n\
+         [servers.rmcp]\ncommand = \"{rmcp}\"\nargs = [\"stdio\"]\n\n\
+         [servers.everything]\ncommand = \"{node}\"\nargs = [\"{everything}\", \"stdio\"]\n\n\
+         [servers.thinking]\ncommand = \"{node}\"\nargs = [\"{thinking}\"]\n\n\
+         [servers.fs]\ncommand = \"{node}\"\nargs = [\"{filesystem}\", \"{allowed}\"]\n",
+        data = path_str(&dir.join("data")),
+        python = path_str(&manifold_testkit::python().unwrap()),
+        py_server = path_str(&peers.join("python_server.py")),
+        ts_server = path_str(&peers.join("ts_v2_server.mjs")),
+        rmcp = path_str(&rmcp),
+        everything = entry("@modelcontextprotocol/server-everything"),
+        thinking = entry("@modelcontextprotocol/server-sequential-thinking"),
+        filesystem = entry("@modelcontextprotocol/server-filesystem"),
+        allowed = path_str(&allowed),
+    );
+    let s = serve(&dir, &config);
+    let calls: [(&str, &[&str], &str); 6] = [
+        (
+            "pysdk__echo",
+            &["--arg", "message=from-pysdk"],
+            "from-pysdk",
+        ),
+        ("tsv2__echo", &["--arg", "message=from-tsv2"], "from-tsv2"),
+        ("rmcp__echo", &["--arg", "message=from-rmcp"], "from-rmcp"),
+        (
+            "everything__echo",
+            &["--arg", "message=from-everything"],
+            "from-everything",
+        ),
+        (
+            "thinking__sequentialthinking",
+            &[
+                "--json",
+                r#"{"thought":"inside","nextThoughtNeeded":false,"thoughtNumber":1,"totalThoughts":1}"#,
+            ],
+            "thoughtNumber",
+        ),
+        ("fs__list_allowed_directories", &[], "allowed"),
+    ];
+    for (tool, args, expected) in calls {
+        let mut argv = vec!["call", s.url.as_str(), tool];
+        argv.extend_from_slice(args);
+        let (code, out, err) = client(&argv);
+        assert_eq!(code, 0, "{tool}: {out}\n{err}");
+        assert!(out.contains(expected), "{tool}: {out}");
+    }
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    for server in ["pysdk", "tsv2", "rmcp", "everything", "thinking", "fs"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("sandbox control") && l.contains(server)),
+            "{server} started sandboxed: {log}"
+        );
+    }
+}
+
 #[test]
 fn a_file_outside_the_workspace_is_refused_sandboxed_and_read_unsandboxed() {
     let dir = scratch("sandboxed-secret");
