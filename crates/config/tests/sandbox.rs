@@ -65,6 +65,36 @@ fn an_explicit_off_is_kept_apart_from_unset() {
 }
 
 #[test]
+fn read_write_lists_add_up_like_read_only_and_relative_paths_follow_the_config() {
+    let c = load(&format!(
+        "[sandbox]\nprofile = \"strict\"\nread_write = [\"/srv/shared\"]\n\
+         {TWO}[servers.b.sandbox]\nread_write = [\"notes\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        spec_of(&c, "a").read_write,
+        vec![PathBuf::from("/srv/shared")]
+    );
+    assert_eq!(
+        spec_of(&c, "b").read_write,
+        vec![
+            PathBuf::from("/srv/shared"),
+            PathBuf::from("/etc/manifold/notes")
+        ]
+    );
+    let refused = load(&format!(
+        "[sandbox]\nprofile = \"strict\"\nread_write = \"/srv/shared\"\n{TWO}"
+    ))
+    .unwrap_err()
+    .join("\n");
+    assert!(refused.contains("read_write"), "{refused}");
+    assert!(
+        refused.contains("read_write = [\"/srv/notes\"]"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn server_keys_override_the_defaults_and_read_only_lists_add_up() {
     let c = load(&format!(
         "[sandbox]\nprofile = \"strict\"\nmemory = \"2GiB\"\npids = 100\nread_only = [\"/opt/node\"]\n\

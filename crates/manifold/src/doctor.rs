@@ -216,12 +216,14 @@ fn describe(spec: &SandboxSpec) -> String {
     let dirs = |p: &PathBuf| p.display().to_string();
     let require: Vec<String> = spec.require.iter().map(|c| control_name(*c)).collect();
     let read_only: Vec<String> = spec.read_only.iter().map(dirs).collect();
+    let read_write: Vec<String> = spec.read_write.iter().map(dirs).collect();
     format!(
-        "profile {profile}, network {network}, workspace {}, output {}, home {}, read_only [{}], memory {}, pids {}, cpu {}m, file_size {}, open_files {}, tmp_size {}, seccomp {}, require [{}]",
+        "profile {profile}, network {network}, workspace {}, output {}, home {}, read_only [{}], read_write [{}], memory {}, pids {}, cpu {}m, file_size {}, open_files {}, tmp_size {}, seccomp {}, require [{}]",
         dirs(&spec.workspace),
         dirs(&spec.output),
         dirs(&spec.home),
         read_only.join(", "),
+        read_write.join(", "),
         spec.memory,
         spec.pids,
         spec.cpu_millis,

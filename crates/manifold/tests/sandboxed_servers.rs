@@ -626,3 +626,64 @@ fn a_directory_named_on_the_command_line_is_readable_but_not_writable_under_stri
     );
     assert!(!written.exists(), "the write reached the host");
 }
+
+/// The same server with its directory in `read_write`: the write lands on the host. Under a root
+/// gateway a listed dir the server's uid cannot write is named in a warning at start.
+#[test]
+fn a_read_write_directory_takes_the_servers_writes() {
+    let dir = scratch("sandboxed-fs-rw");
+    let shared = dir.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    // Left as created: 0755, owned by the gateway's user.
+    let locked = dir.join("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        // A root gateway runs the server as nobody: the dir is handed to it, as a user would.
+        let (uid, gid) = manifold_sandbox::spec::DEFAULT_ROOT_RUN_AS;
+        std::os::unix::fs::chown(&shared, Some(uid), Some(gid)).unwrap();
+    }
+    let node = manifold_testkit::node().unwrap();
+    let fs =
+        manifold_testkit::npm_package_entry("@modelcontextprotocol/server-filesystem").unwrap();
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.fs]\ncommand = \"{node}\"\nargs = [\"{fs}\", \"{shared}\"]\n\
+         [servers.fs.sandbox]\nprofile = \"strict\"\nread_write = [\"{shared}\"]\n\n\
+         [servers.locked]\ncommand = \"{node}\"\nargs = [\"{fs}\", \"{locked}\"]\n\
+         [servers.locked.sandbox]\nprofile = \"strict\"\nread_write = [\"{locked}\"]\n",
+        data = path_str(&dir.join("data")),
+        node = path_str(&node),
+        fs = path_str(&fs),
+        shared = path_str(&shared),
+        locked = path_str(&locked),
+    );
+    let s = serve(&dir, &config);
+    let written = shared.join("new.txt");
+    let (code, out, err) = client(&[
+        "call",
+        &s.url,
+        "fs__write_file",
+        "--arg",
+        &format!("path={}", path_str(&written)),
+        "--arg",
+        "content=written-inside",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "written-inside");
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("cannot write it"))
+        .collect();
+    if nix::unistd::geteuid().is_root() {
+        assert!(
+            warned.len() == 1 && warned[0].contains("locked") && warned[0].contains("WARN"),
+            "{log}"
+        );
+    } else {
+        assert!(
+            warned.is_empty(),
+            "the gateway's own uid writes its dirs: {log}"
+        );
+    }
+}

@@ -84,30 +84,47 @@ pub fn blocked_for(path: &Path, uid: u32, gid: u32) -> Option<PathBuf> {
     let mut dir = path.parent();
     let mut blocking = None;
     while let Some(d) = dir {
-        if let Ok(meta) = std::fs::metadata(d) {
-            let mode = meta.mode();
-            let bit = if meta.uid() == uid {
-                0o100
-            } else if meta.gid() == gid {
-                0o010
-            } else {
-                0o001
-            };
-            if mode & bit == 0 {
-                blocking = Some(d.to_path_buf());
-            }
+        if let Ok(meta) = std::fs::metadata(d)
+            && !permits(&meta, uid, gid, SEARCH)
+        {
+            blocking = Some(d.to_path_buf());
         }
         dir = d.parent();
     }
     blocking
 }
 
-/// The rule applied to one server: what to add to its spec's `read_only`, and what the rule found
-/// but the server's uid cannot reach (each with the dir that blocks it), which the caller logs.
+/// The "other" bit of each permission; [`permits`] shifts it to the owner's or group's.
+const SEARCH: u32 = 0o001;
+const WRITE: u32 = 0o002;
+
+/// Whether the mode bits of `meta` grant `bit` to `uid`/`gid` (owner, else group, else other;
+/// root is granted everything).
+fn permits(meta: &std::fs::Metadata, uid: u32, gid: u32, bit: u32) -> bool {
+    let shift = if meta.uid() == uid {
+        6
+    } else if meta.gid() == gid {
+        3
+    } else {
+        0
+    };
+    uid == 0 || meta.mode() & (bit << shift) != 0
+}
+
+/// Whether `uid`/`gid` may not create files in `dir` (a `read_write` path the server could not
+/// write although it is bound writable: the gateway is root, the server nobody).
+pub fn unwritable_for(dir: &Path, uid: u32, gid: u32) -> bool {
+    std::fs::metadata(dir).is_ok_and(|meta| !permits(&meta, uid, gid, WRITE))
+}
+
+/// The rule applied to one server: what to add to its spec's `read_only`, what the rule found
+/// but the server's uid cannot reach (each with the dir that blocks it), and the `read_write`
+/// paths that uid cannot write; the caller logs the last two.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Exposure {
     pub read_only: Vec<PathBuf>,
     pub unreachable: Vec<(PathBuf, PathBuf)>,
+    pub unwritable: Vec<PathBuf>,
 }
 
 /// Whether a launcher started by this process can clone mount trees (the root gateway's case,
@@ -130,20 +147,25 @@ pub fn expose_command<S: AsRef<OsStr>>(
     args: &[S],
     lookup: &Lookup,
 ) -> Exposure {
-    // The uid whose path search the binds need; none when the launcher clones mount trees.
-    let searcher = if launcher_clones_trees() {
-        None
-    } else if nix::unistd::geteuid().is_root() {
-        Some(spec.run_as.unwrap_or(DEFAULT_ROOT_RUN_AS))
+    let server_uid = if nix::unistd::geteuid().is_root() {
+        spec.run_as.unwrap_or(DEFAULT_ROOT_RUN_AS)
     } else {
-        Some((
+        (
             nix::unistd::geteuid().as_raw(),
             nix::unistd::getegid().as_raw(),
-        ))
+        )
     };
+    // The uid whose path search the binds need; none when the launcher clones mount trees.
+    let searcher = (!launcher_clones_trees()).then_some(server_uid);
     let mut exposure = Exposure::default();
+    let (uid, gid) = server_uid;
+    exposure.unwritable = (spec.read_write.iter())
+        .filter(|dir| unwritable_for(dir, uid, gid))
+        .cloned()
+        .collect();
     for path in exposed_paths(program, args, lookup) {
-        if spec.read_only.iter().any(|listed| path.starts_with(listed)) {
+        let listed = spec.read_only.iter().chain(&spec.read_write);
+        if listed.into_iter().any(|listed| path.starts_with(listed)) {
             continue;
         }
         match searcher.and_then(|(uid, gid)| blocked_for(&path, uid, gid)) {
@@ -504,6 +526,29 @@ mod tests {
     }
 
     #[test]
+    fn unwritable_for_reads_the_owner_group_and_other_bits() {
+        let t = tempfile::tempdir().unwrap();
+        let me = std::fs::metadata(t.path()).unwrap();
+        let stranger = me.uid().wrapping_add(12_345);
+        let dir = t.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        for (mode, owner, other) in [
+            (0o755, false, true),
+            (0o757, false, false),
+            (0o555, true, true),
+        ] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let owner_refused = me.uid() != 0 && unwritable_for(&dir, me.uid(), me.gid());
+            assert_eq!(owner_refused, owner && me.uid() != 0, "{mode:o} owner");
+            assert_eq!(
+                unwritable_for(&dir, stranger, stranger),
+                other,
+                "{mode:o} other"
+            );
+        }
+    }
+
+    #[test]
     fn blocked_for_names_the_dir_the_uid_cannot_search() {
         let t = tempfile::tempdir().unwrap();
         let closed = t.path().join("closed");
@@ -520,7 +565,7 @@ mod tests {
     }
 
     #[test]
-    fn expose_command_leaves_out_what_read_only_already_covers() {
+    fn expose_command_leaves_out_what_read_only_or_read_write_already_covers() {
         let t = tempfile::tempdir().unwrap();
         let tool = t.path().join("tools/serve");
         write_exe(&tool, "\x7fELF");
@@ -534,7 +579,16 @@ mod tests {
             &[data.to_str().unwrap()],
             &lookup(&[], &t.path().join("home")),
         );
-        assert_eq!(exposure.read_only, vec![data]);
+        assert_eq!(exposure.read_only, vec![data.clone()]);
         assert!(exposure.unreachable.is_empty());
+        // A path the server may write is not exposed again read-only.
+        spec.read_write = vec![data.clone()];
+        let exposure = expose_command(
+            &spec,
+            tool.to_str().unwrap(),
+            &[data.to_str().unwrap()],
+            &lookup(&[], &t.path().join("home")),
+        );
+        assert!(exposure.read_only.is_empty(), "{exposure:?}");
     }
 }

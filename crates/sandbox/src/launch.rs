@@ -383,6 +383,7 @@ fn filesystem(
         let write = [WORKSPACE, OUTPUT, HOME, "/tmp"]
             .iter()
             .map(PathBuf::from)
+            .chain(spec.read_write.iter().cloned())
             .collect();
         (
             LandlockPaths {
@@ -399,11 +400,11 @@ fn filesystem(
             .map(PathBuf::from)
             .chain(spec.read_only.iter().cloned())
             .collect();
-        let write = vec![
-            spec.workspace.clone(),
-            spec.output.clone(),
-            spec.home.clone(),
-        ];
+        let write = [&spec.workspace, &spec.output, &spec.home]
+            .into_iter()
+            .chain(&spec.read_write)
+            .cloned()
+            .collect();
         report.push(
             Control::Filesystem,
             State::Partial,

@@ -17,6 +17,7 @@ pub use command::{LAUNCHER_NAME, MAX_REPORT_BYTES, Sandboxed, SandboxedCommand, 
 pub use error::SandboxError;
 pub use exposure::{
     Exposure, Lookup, blocked_for, expose_command, exposed_paths, launcher_clones_trees,
+    unwritable_for,
 };
 pub use probe::{FORCE_PROBE_ENV, ForcedProbe, HostProbe, probe};
 pub use spec::{Control, Enforcement, Network, Report, SandboxSpec, State};

@@ -90,8 +90,16 @@ impl RootPlan {
                 plan.add(&host, &host, false)?;
             }
         }
-        for path in &spec.read_only {
-            plan.add(path, path, false)?;
+        // Outer paths first, so that a path listed inside another is bound on top of it.
+        let mut listed: Vec<(&PathBuf, bool)> = spec
+            .read_only
+            .iter()
+            .map(|p| (p, false))
+            .chain(spec.read_write.iter().map(|p| (p, true)))
+            .collect();
+        listed.sort_by_key(|(p, _)| p.components().count());
+        for (path, writable) in listed {
+            plan.add(path, path, writable)?;
         }
         plan.add(&spec.workspace, Path::new(WORKSPACE), true)?;
         plan.add(&spec.output, Path::new(OUTPUT), true)?;

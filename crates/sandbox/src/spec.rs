@@ -232,13 +232,18 @@ impl Report {
 }
 
 /// The sandbox one server should get. Paths are host paths; inside they appear at `/workspace`,
-/// `/output` and `/home/sandbox`, and `read_only` paths at their own path.
+/// `/output` and `/home/sandbox`, and `read_only` and `read_write` paths at their own path.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SandboxSpec {
     pub workspace: PathBuf,
     pub output: PathBuf,
     pub home: PathBuf,
     pub read_only: Vec<PathBuf>,
+    /// Host paths the server may write, at their own path (a repository it commits to, a notes
+    /// dir it edits). Where one listed path (of either list) lies inside another, the inner
+    /// one's mode holds for it.
+    #[serde(default)]
+    pub read_write: Vec<PathBuf>,
     pub tmp_size: u64,
     pub memory: u64,
     pub pids: u64,
@@ -278,6 +283,7 @@ impl SandboxSpec {
             output: output.into(),
             home: home.into(),
             read_only: Vec::new(),
+            read_write: Vec::new(),
             tmp_size: DEFAULT_TMP_SIZE,
             memory: DEFAULT_MEMORY,
             pids: DEFAULT_PIDS,

@@ -319,15 +319,22 @@ fn alive_with_arg(marker: &str) -> bool {
     !pids_with_arg(marker).is_empty()
 }
 
-/// Waits (bounded by `ORPHAN_WAIT`) for a process carrying `marker` to show. A process
-/// in the middle of `execve` briefly has an empty command line, and a backgrounded
-/// `setsid sleep` may not have been exec'd yet when its shell returns: one look can miss it.
+/// Waits (bounded by `ORPHAN_WAIT`) for a process carrying `marker` to show, and says whether
+/// one did. A process in the middle of `execve` briefly has an empty command line, and a
+/// backgrounded `setsid sleep` may not have been exec'd yet when its shell returns: one look can
+/// miss it. Seen once is enough: a second look could race with something else on the machine
+/// signalling a process group whose number the orphan has just reused.
 fn seen_within_wait(marker: &str) -> bool {
     let deadline = std::time::Instant::now() + ORPHAN_WAIT;
-    while !alive_with_arg(marker) && std::time::Instant::now() < deadline {
+    loop {
+        if alive_with_arg(marker) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    alive_with_arg(marker)
 }
 
 #[test]
@@ -571,6 +578,48 @@ fn read_only_paths_are_readable_and_not_writable() {
     );
     assert!(!inside.contains("wrote"));
     assert!(sh_out(&script).contains("wrote"));
+}
+
+#[test]
+fn read_write_paths_are_writable_and_the_inner_listing_wins() {
+    let env = Env::new();
+    for dir in ["notes", "notes/frozen", "shelf", "shelf/drafts"] {
+        std::fs::create_dir(env.path(dir)).unwrap();
+    }
+    if nix::unistd::geteuid().is_root() {
+        // What a user does for a root gateway, whose servers run as nobody.
+        let (uid, gid) = manifold_sandbox::spec::DEFAULT_ROOT_RUN_AS;
+        for dir in ["notes", "notes/frozen", "shelf", "shelf/drafts"] {
+            std::os::unix::fs::chown(env.path(dir), Some(uid), Some(gid)).unwrap();
+            assert!(!manifold_sandbox::unwritable_for(&env.path(dir), uid, gid));
+        }
+    }
+    let mut spec = env.spec();
+    spec.read_write.push(env.path("notes"));
+    spec.read_only.push(env.path("notes/frozen"));
+    spec.read_only.push(env.path("shelf"));
+    spec.read_write.push(env.path("shelf/drafts"));
+    let attempt = |dir: &str| {
+        format!(
+            "touch {0}/new 2>/dev/null && echo {1}:wrote || echo {1}:refused",
+            env.path(dir).display(),
+            dir
+        )
+    };
+    let script = ["notes", "notes/frozen", "shelf", "shelf/drafts"]
+        .map(attempt)
+        .join("; ");
+    let inside = text(&env.sandboxed(&spec, "sh", &["-c", script.as_str()]));
+    for expected in [
+        "notes:wrote",
+        "notes/frozen:refused",
+        "shelf:refused",
+        "shelf/drafts:wrote",
+    ] {
+        assert!(inside.contains(expected), "{expected}: {inside}");
+    }
+    assert!(env.path("notes/new").exists() && env.path("shelf/drafts/new").exists());
+    assert!(!env.path("shelf/new").exists());
 }
 
 #[test]

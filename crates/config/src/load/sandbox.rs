@@ -24,6 +24,7 @@ pub(crate) const SANDBOX_KEYS: &[&str] = &[
     "output",
     "home",
     "read_only",
+    "read_write",
     "tmp_size",
     "memory",
     "pids",
@@ -89,6 +90,7 @@ struct Layer {
     output: Option<PathBuf>,
     home: Option<PathBuf>,
     read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
     tmp_size: Option<u64>,
     memory: Option<u64>,
     pids: Option<u64>,
@@ -175,6 +177,8 @@ fn resolve(defaults: &Layer, own: Layer, gateway: &GatewaySettings, name: &str) 
     };
     spec.read_only = defaults.read_only.clone();
     spec.read_only.extend(own.read_only);
+    spec.read_write = defaults.read_write.clone();
+    spec.read_write.extend(own.read_write);
     let pick = |a: Option<u64>, b: Option<u64>, default: u64| a.or(b).unwrap_or(default);
     spec.tmp_size = pick(own.tmp_size, defaults.tmp_size, spec.tmp_size);
     spec.memory = pick(own.memory, defaults.memory, spec.memory);
@@ -234,14 +238,25 @@ fn read_layer(reader: &mut Reader<'_>, path: &str, item: &Item<'_>, per_server: 
             _ => layer.home = dir,
         }
     }
-    if let Some(item) = table.get("read_only") {
-        let example = "write e.g. read_only = [\"/opt/node\"]";
+    for (key, example, list) in [
+        (
+            "read_only",
+            "write e.g. read_only = [\"/opt/node\"]",
+            &mut layer.read_only,
+        ),
+        (
+            "read_write",
+            "write e.g. read_write = [\"/srv/notes\"]",
+            &mut layer.read_write,
+        ),
+    ] {
+        let Some(item) = table.get(key) else { continue };
         for text in reader
-            .string_list(&field("read_only"), item, Show::Value, example)
+            .string_list(&field(key), item, Show::Value, example)
             .unwrap_or_default()
         {
             if let Some(p) = reader.path(&text.field.clone(), &text) {
-                layer.read_only.push(p);
+                list.push(p);
             }
         }
     }

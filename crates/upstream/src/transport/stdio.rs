@@ -306,6 +306,13 @@ fn with_exposure(
             dir.display()
         );
     }
+    for path in &exposure.unwritable {
+        tracing::warn!(
+            server,
+            path = %path.display(),
+            "sandbox: read_write lists this dir, but the server's uid cannot write it (a root gateway runs its sandboxed servers as uid 65534); chown it to that uid, or make it writable by others"
+        );
+    }
     let mut sandbox = sandbox.clone();
     sandbox.read_only.extend(exposure.read_only);
     sandbox
