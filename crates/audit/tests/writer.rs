@@ -94,17 +94,21 @@ async fn a_required_ack_comes_only_once_the_row_is_readable_from_the_store() {
     }
 }
 
+/// A writer in `mode` on the store at a fresh PostgreSQL's `url`.
+async fn postgres_writer(url: &str, mode: AuditMode) -> (Arc<Store>, AuditWriter) {
+    let store = Arc::new(
+        Store::open(&StoreLocation::postgres(url.to_owned()))
+            .await
+            .unwrap(),
+    );
+    let writer = AuditWriter::start(Arc::clone(&store), mode, false, Metrics::new().audit());
+    (store, writer)
+}
+
 #[tokio::test]
 async fn required_mode_refuses_while_postgres_is_down_and_serves_again_when_it_is_back() {
     let pg = Postgres::start().unwrap();
-    let location = StoreLocation::postgres(pg.url_with_password("pw"));
-    let store = Arc::new(Store::open(&location).await.unwrap());
-    let writer = AuditWriter::start(
-        Arc::clone(&store),
-        AuditMode::Required,
-        false,
-        Metrics::new().audit(),
-    );
+    let (store, writer) = postgres_writer(&pg.url_with_password("pw"), AuditMode::Required).await;
     writer.record(facts(0)).await.unwrap();
     pg.stop().unwrap();
     // The call that meets the outage is refused its answer once its row cannot be written.
@@ -140,17 +144,7 @@ async fn a_required_ack_that_hangs_is_refused_after_its_timeout_and_the_row_stil
     use sqlx::Connection;
     let pg = Postgres::start().unwrap();
     let url = pg.url_with_password("pw");
-    let store = Arc::new(
-        Store::open(&StoreLocation::postgres(url.clone()))
-            .await
-            .unwrap(),
-    );
-    let writer = AuditWriter::start(
-        Arc::clone(&store),
-        AuditMode::Required,
-        false,
-        Metrics::new().audit(),
-    );
+    let (store, writer) = postgres_writer(&url, AuditMode::Required).await;
     writer.record(facts(0)).await.unwrap();
     let mut locker = sqlx::PgConnection::connect(&url).await.unwrap();
     sqlx::raw_sql("BEGIN; LOCK TABLE audit_trail IN ACCESS EXCLUSIVE MODE")

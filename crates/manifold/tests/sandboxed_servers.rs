@@ -104,6 +104,21 @@ fn client(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// server-filesystem's `write_file` (as `fs__write_file`) through the gateway at `url`.
+fn write_file(url: &str, path: &Path, content: &str) -> (i32, String, String) {
+    let path = format!("path={}", path_str(path));
+    let content = format!("content={content}");
+    client(&[
+        "call",
+        url,
+        "fs__write_file",
+        "--arg",
+        &path,
+        "--arg",
+        &content,
+    ])
+}
+
 /// A world-searchable scratch dir: a sandboxed server run by root runs as nobody, and binds are
 /// made as it.
 fn scratch(label: &str) -> PathBuf {
@@ -606,15 +621,7 @@ fn a_directory_named_on_the_command_line_is_readable_but_not_writable_under_stri
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("from-the-host"), "{out}");
     let written = shared.join("new.txt");
-    let (code, out, err) = client(&[
-        "call",
-        &s.url,
-        "fs__write_file",
-        "--arg",
-        &format!("path={}", path_str(&written)),
-        "--arg",
-        "content=x",
-    ]);
+    let (code, out, err) = write_file(&s.url, &written, "x");
     assert_ne!(
         code, 0,
         "a write to a read-only argument dir succeeded:\n{out}\n{err}"
@@ -659,15 +666,7 @@ fn a_read_write_directory_takes_the_servers_writes() {
     );
     let s = serve(&dir, &config);
     let written = shared.join("new.txt");
-    let (code, out, err) = client(&[
-        "call",
-        &s.url,
-        "fs__write_file",
-        "--arg",
-        &format!("path={}", path_str(&written)),
-        "--arg",
-        "content=written-inside",
-    ]);
+    let (code, out, err) = write_file(&s.url, &written, "written-inside");
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(std::fs::read_to_string(&written).unwrap(), "written-inside");
     let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
