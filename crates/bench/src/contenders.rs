@@ -95,6 +95,8 @@ pub struct Launcher {
     pub python: Option<Result<PythonContender, String>>,
     /// Whether this manifold accepts `[telemetry] call_log = false` (older builds do not).
     manifold_call_log_setting: bool,
+    /// Whether this build reads `[sandbox]` (builds before the sandbox have none to turn off).
+    manifold_sandbox_setting: bool,
     /// Whether this manifold knows `[audit]` (older builds keep no audit trail).
     manifold_audit_setting: bool,
     /// Shared with launchers made by [`Launcher::with_echo`], so their files never collide.
@@ -104,6 +106,9 @@ pub struct Launcher {
 /// The configuration that turns Manifold's line per tool call off: every contender runs without
 /// per-request logging (supergateway `--logLevel none`, mcp-proxy (PyPI) `--log-level WARNING`,
 /// mcp-proxy (npm) logs none by default), so figures measure forwarding, not log formatting.
+/// `[sandbox] profile = "off"` for every bench server (the default profile would sandbox them).
+const UNSANDBOXED_DEFAULT: &str = "\n[sandbox]\nprofile = \"off\"\n";
+
 const QUIET_CALL_LOG: &str = "\n[telemetry]\ncall_log = false\n";
 
 /// A configuration that only names the audit trail's default, to ask a build whether it has one.
@@ -176,6 +181,8 @@ impl Launcher {
         let manifold_call_log_setting =
             accepts_setting(&manifold, &workdir, "call-log", QUIET_CALL_LOG);
         let manifold_audit_setting = accepts_setting(&manifold, &workdir, "audit", AUDIT_PROBE);
+        let manifold_sandbox_setting =
+            accepts_setting(&manifold, &workdir, "sandbox", UNSANDBOXED_DEFAULT);
         Launcher {
             manifold,
             echo,
@@ -183,6 +190,7 @@ impl Launcher {
             node,
             python,
             manifold_call_log_setting,
+            manifold_sandbox_setting,
             manifold_audit_setting,
             started: Arc::new(AtomicUsize::new(0)),
         }
@@ -198,6 +206,7 @@ impl Launcher {
             node: None,
             python: None,
             manifold_call_log_setting: self.manifold_call_log_setting,
+            manifold_sandbox_setting: self.manifold_sandbox_setting,
             manifold_audit_setting: self.manifold_audit_setting,
             started: Arc::clone(&self.started),
         }
@@ -310,6 +319,11 @@ impl Launcher {
         );
         if self.manifold_call_log_setting {
             text.push_str(QUIET_CALL_LOG);
+        }
+        // The other contenders run the echo unsandboxed, so the forwarding scenarios compare
+        // like with like; the sandbox scenario writes each server's own profile over this.
+        if self.manifold_sandbox_setting {
+            text.push_str(UNSANDBOXED_DEFAULT);
         }
         let echo = toml_string(&self.echo.to_string_lossy());
         match (upstream, http_url) {

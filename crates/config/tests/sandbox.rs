@@ -32,11 +32,85 @@ fn spec_of(config: &Config, name: &str) -> SandboxSpec {
 const TWO: &str =
     "\n[servers.a]\ncommand = \"/bin/true\"\n\n[servers.b]\ncommand = \"/bin/true\"\n";
 
+fn default_of(config: &Config, name: &str) -> SandboxSpec {
+    match sandbox_of(config, name) {
+        StdioSandbox::Default(spec) => *spec,
+        other => panic!("{name} does not have the default profile: {other:?}"),
+    }
+}
+
 #[test]
-fn no_profile_anywhere_leaves_every_server_unsandboxed() {
+fn no_profile_anywhere_is_strict_with_nothing_required() {
     let c = load(TWO).unwrap();
-    assert_eq!(sandbox_of(&c, "a"), StdioSandbox::Unset);
-    assert_eq!(sandbox_of(&c, "b"), StdioSandbox::Unset);
+    let dirs = PathBuf::from("/var/lib/mf/sandbox/a");
+    let mut want = SandboxSpec::new(
+        dirs.join("workspace"),
+        dirs.join("output"),
+        dirs.join("home"),
+    );
+    want.require = Vec::new();
+    assert_eq!(default_of(&c, "a"), want);
+    assert_eq!(
+        default_of(&c, "b").workspace,
+        PathBuf::from("/var/lib/mf/sandbox/b/workspace")
+    );
+}
+
+#[test]
+fn the_default_profile_lets_a_package_runner_reach_its_registries_only() {
+    let c = load(
+        "\n[servers.a]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\n\
+         [servers.a.env]\nnpm_config_registry = \"https://npm.internal.example/\"\n\
+         [servers.b]\ncommand = \"/usr/bin/uvx\"\nargs = [\"mcp-server-time\"]\n\
+         [servers.c]\ncommand = \"node\"\n\
+         [servers.d]\ncommand = \"npx\"\n[servers.d.sandbox]\nprofile = \"strict\"\n",
+    )
+    .unwrap();
+    let a = default_of(&c, "a");
+    assert_eq!(a.network, Network::Allow);
+    for host in ["registry.npmjs.org", "pypi.org", "npm.internal.example"] {
+        assert!(
+            a.allow_hosts.iter().any(|h| h == host),
+            "{host} in {:?}",
+            a.allow_hosts
+        );
+    }
+    assert_eq!(default_of(&c, "b").network, Network::Allow);
+    let plain = default_of(&c, "c");
+    assert_eq!((plain.network, plain.allow_hosts.len()), (Network::None, 0));
+    let written = spec_of(&c, "d");
+    assert_eq!(
+        (written.network, written.allow_hosts.len()),
+        (Network::None, 0),
+        "a written strict profile keeps its network closed"
+    );
+}
+
+#[test]
+fn the_default_profile_makes_the_dirs_the_command_line_names_writable_and_starts_in_cwd() {
+    let base = std::env::temp_dir().join(format!("manifold-config-handed-{}", std::process::id()));
+    let notes = base.join("notes");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    let c = load(&format!(
+        "\n[servers.a]\ncommand = \"node\"\nargs = [\"/\", \"{}\", \"--repository={}\"]\ncwd = \"{}\"\n\
+         [servers.b]\ncommand = \"node\"\nargs = [\"{}\"]\n[servers.b.sandbox]\nprofile = \"strict\"\n",
+        notes.display(),
+        repo.display(),
+        repo.display(),
+        notes.display(),
+    ))
+    .unwrap();
+    std::fs::remove_dir_all(&base).unwrap();
+    let a = default_of(&c, "a");
+    assert_eq!(a.read_write, vec![repo.clone(), notes]);
+    assert_eq!(a.workdir, Some(repo));
+    let b = spec_of(&c, "b");
+    assert!(
+        b.read_write.is_empty() && b.workdir.is_none(),
+        "a written strict profile hands nothing writable: {b:?}"
+    );
 }
 
 #[test]
@@ -55,7 +129,7 @@ fn strict_uses_the_sandbox_defaults_with_dirs_under_data_dir() {
 }
 
 #[test]
-fn an_explicit_off_is_kept_apart_from_unset() {
+fn an_explicit_off_is_kept_apart_from_the_default() {
     let c = load(&format!(
         "[sandbox]\nprofile = \"strict\"\n{TWO}[servers.b.sandbox]\nprofile = \"off\"\n"
     ))

@@ -264,7 +264,8 @@ fn retry_after_ms(wait: Duration) -> u64 {
 pub enum Sandbox {
     /// `profile = "off"` written: unsandboxed by choice (warned at every start).
     Off,
-    /// Sandboxed: `profile` is `network` when the server has the host's network, else `strict`;
+    /// Sandboxed: `profile` is `default` when none was written, `network` when the server has
+    /// the host's network, else `strict`;
     /// `report` is the running process's, `None` while none runs (idle, starting, refused).
     On {
         profile: &'static str,
@@ -580,8 +581,7 @@ impl Upstream {
         conn
     }
 
-    /// Its sandbox: `None` for HTTP upstreams and stdio servers with no `profile` (unsandboxed,
-    /// the default of this release).
+    /// Its sandbox: `None` for HTTP upstreams and stdio specs built in code with none decided.
     pub fn sandbox(&self) -> Option<Sandbox> {
         let Target::Stdio(spec) = &self.def.target else {
             return None;
@@ -589,14 +589,14 @@ impl Upstream {
         match &spec.sandbox {
             StdioSandbox::Unset => None,
             StdioSandbox::Off => Some(Sandbox::Off),
-            StdioSandbox::On(sandbox) => {
+            StdioSandbox::On(sandbox) | StdioSandbox::Default(sandbox) => {
                 let live = self.live.read().unwrap_or_else(|p| p.into_inner());
                 Some(Sandbox::On {
                     // The profiles differ by their network; only `network` opens the host's.
-                    profile: if sandbox.network == SandboxNetwork::Host {
-                        "network"
-                    } else {
-                        "strict"
+                    profile: match (&spec.sandbox, sandbox.network) {
+                        (StdioSandbox::Default(_), _) => "default",
+                        (_, SandboxNetwork::Host) => "network",
+                        _ => "strict",
                     },
                     report: live.conn.as_ref().and_then(Connection::sandbox),
                 })

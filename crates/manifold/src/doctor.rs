@@ -160,9 +160,10 @@ fn print_server(launcher: &Path, server: &ServerConfig) -> Option<String> {
     };
     let name = &server.name;
     let disabled = if server.enabled { "" } else { " (disabled)" };
-    let spec = match &spec.sandbox {
+    let spec_sandbox = &spec.sandbox;
+    let spec = match spec_sandbox {
         StdioSandbox::Unset => {
-            println!("  {name}{disabled}: profile unset: unsandboxed (off in this release)");
+            println!("  {name}{disabled}: no sandbox decided: unsandboxed");
             return None;
         }
         StdioSandbox::Off => {
@@ -171,9 +172,10 @@ fn print_server(launcher: &Path, server: &ServerConfig) -> Option<String> {
             );
             return None;
         }
-        StdioSandbox::On(spec) => spec,
+        StdioSandbox::On(spec) | StdioSandbox::Default(spec) => spec,
     };
-    println!("  {name}{disabled}: {}", describe(spec));
+    let unwritten = matches!(spec_sandbox, StdioSandbox::Default(_));
+    println!("  {name}{disabled}: {}", describe(spec, unwritten));
     match run_trivial(launcher, spec) {
         Ok(report) => {
             print_report(&report);
@@ -186,6 +188,12 @@ fn print_server(launcher: &Path, server: &ServerConfig) -> Option<String> {
             }
         }
         Err(SandboxError::Refused { control, detail }) => Some(unmet(name, control, &detail)),
+        Err(e) if unwritten => {
+            println!(
+                "    would start unsandboxed (the default profile falls back when its sandbox cannot be built): {e}"
+            );
+            None
+        }
         Err(e) => {
             let why = format!("{name}: {e}");
             println!("    would not start: {e}");
@@ -201,17 +209,17 @@ fn unmet(name: &str, control: Control, detail: &str) -> String {
 }
 
 /// The resolved spec in one line: what the config layers merged into.
-fn describe(spec: &SandboxSpec) -> String {
+fn describe(spec: &SandboxSpec, unwritten: bool) -> String {
     let network = match spec.network {
         Network::None => "none",
         Network::Loopback => "loopback",
         Network::Allow => "allow",
         Network::Host => "host",
     };
-    let profile = if spec.network == Network::Host {
-        "network"
-    } else {
-        "strict"
+    let profile = match (unwritten, spec.network) {
+        (true, _) => "default (none written)",
+        (false, Network::Host) => "network",
+        (false, _) => "strict",
     };
     let dirs = |p: &PathBuf| p.display().to_string();
     let require: Vec<String> = spec.require.iter().map(|c| control_name(*c)).collect();

@@ -327,8 +327,12 @@ impl Upstreams {
             if plan.stdio {
                 let cwd = Self::stdio_dir(dir, plan.name);
                 std::fs::create_dir_all(&cwd).unwrap();
+                // Unsandboxed by choice: the harness finds each child as the gateway's own child
+                // working in its dir, which a sandboxed one (under the launcher, in its own pid
+                // namespace) is not. Crashes and restarts of sandboxed servers are
+                // sandboxed_servers' tests.
                 out.push_str(&format!(
-                    "command = {}\nargs = [\"stdio\", \"--era\", \"{}\", \"--behaviour\", \"cancel-journal\"]\ncwd = {}\n",
+                    "command = {}\nargs = [\"stdio\", \"--era\", \"{}\", \"--behaviour\", \"cancel-journal\"]\ncwd = {}\nsandbox = {{ profile = \"off\" }}\n",
                     toml_string(&peer.to_string_lossy()),
                     plan.era,
                     toml_string(&cwd.to_string_lossy())

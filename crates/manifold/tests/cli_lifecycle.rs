@@ -516,17 +516,22 @@ async fn census_nothing_the_gateway_started_survives_it() {
     let dir = temp_dir("census");
     let run = run_id("census");
     let config = dir.join("manifold.toml");
+    // Unsandboxed by choice: the census reads each child's process group and parent, which a
+    // sandboxed child (under the launcher, in its own pid namespace) does not share; the
+    // sandbox's own census is the daemonised-grandchild row of the escape matrix.
+    const OFF: &str = "sandbox = { profile = \"off\" }";
+    const SESSION_OFF: &str = "scope = \"session\"\nsandbox = { profile = \"off\" }";
     let base = [
         gateway_section(&dir, "drain_timeout = \"5s\""),
-        server("plain", &run, &[], ""),
+        server("plain", &run, &[], OFF),
         // Ignores SIGTERM and stdin EOF, with a `sleep` grandchild in its process group.
-        server("stubborn", &run, &["--behaviour", "ignore-sigterm"], ""),
-        server("mine", &run, &[], "scope = \"session\""),
+        server("stubborn", &run, &["--behaviour", "ignore-sigterm"], OFF),
+        server("mine", &run, &[], SESSION_OFF),
         server(
             "minestubborn",
             &run,
             &["--behaviour", "ignore-sigterm"],
-            "scope = \"session\"",
+            SESSION_OFF,
         ),
     ]
     .concat();
@@ -664,7 +669,7 @@ async fn census_nothing_the_gateway_started_survives_it() {
     // A reload adds a server; session 2 keeps its id and its own children.
     write_config(
         &config,
-        &[base.as_str(), &server("extra", &run, &[], "")].concat(),
+        &[base.as_str(), &server("extra", &run, &[], OFF)].concat(),
     );
     gw.wait_for_log("reloaded", 1);
     let after_reload = wait_until("the added server's child", || {

@@ -166,7 +166,8 @@ fn an_allow_server_reaches_its_listed_host_only_through_the_gateways_proxy() {
          [servers.boxed.sandbox]\nprofile = \"strict\"\nread_only = [\"{scripts}\"]\n\
          network = \"allow\"\nallow_hosts = [\"localhost:{port}\"]\n\
          allow_private = [\"127.0.0.0/8\", \"::1\"]\n\n\
-         [servers.plain]\ncommand = \"python3\"\nargs = [\"{script}\"]\n",
+         [servers.plain]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
+         [servers.plain.sandbox]\nprofile = \"off\"\n",
         data = path_str(&dir.join("data")),
         script = path_str(&script),
         scripts = path_str(&scripts),

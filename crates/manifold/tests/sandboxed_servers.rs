@@ -69,9 +69,14 @@ fn serve_forced(dir: &Path, config: &str, forced: Option<&str>) -> Serving {
         Path::new(MANIFOLD).parent(),
         "the launcher must sit beside manifold"
     );
+    serve_binary(Path::new(MANIFOLD), dir, config, forced)
+}
+
+/// `manifold serve` from `binary` (a copy without the launcher beside it, for one test).
+fn serve_binary(binary: &Path, dir: &Path, config: &str, forced: Option<&str>) -> Serving {
     let path = dir.join("manifold.toml");
     std::fs::write(&path, config).unwrap();
-    let mut command = Command::new(MANIFOLD);
+    let mut command = Command::new(binary);
     command
         .args(["serve", "--config", path.to_str().unwrap()])
         .current_dir(dir)
@@ -292,7 +297,7 @@ fn sdk_and_reference_servers_list_and_answer_under_strict_from_the_defaults_tabl
 }
 
 #[test]
-fn a_file_outside_the_workspace_is_refused_sandboxed_and_read_unsandboxed() {
+fn a_file_outside_the_workspace_is_refused_by_strict_and_by_the_default_and_read_with_off() {
     let dir = scratch("sandboxed-secret");
     let secret = dir.join("secret.txt");
     std::fs::write(&secret, "the-secret-value").unwrap();
@@ -313,33 +318,36 @@ fn a_file_outside_the_workspace_is_refused_sandboxed_and_read_unsandboxed() {
     );
     let s = serve(&dir, &config);
     let path_arg = format!("path={}", path_str(&secret));
-    let (code, out, err) = client(&["call", &s.url, "plain__read", "--arg", &path_arg]);
+    let (code, out, err) = client(&["call", &s.url, "loud__read", "--arg", &path_arg]);
     assert_eq!((code, out.trim()), (0, "the-secret-value"), "{err}");
-    let (code, out, err) = client(&["call", &s.url, "boxed__read", "--arg", &path_arg]);
-    assert_eq!(code, 2, "{out}\n{err}");
-    assert!(!out.contains("the-secret-value") && !err.contains("the-secret-value"));
-    assert!(
-        format!("{out}{err}").contains("refused: No such file or directory"),
-        "{out}\n{err}"
-    );
-    // Each control's enforcement is logged at the sandboxed server's start, and an explicit off
-    // is a warning; the server left unset logs neither.
+    for name in ["boxed", "plain"] {
+        let tool = format!("{name}__read");
+        let (code, out, err) = client(&["call", &s.url, &tool, "--arg", &path_arg]);
+        assert_eq!(code, 2, "{name}: {out}\n{err}");
+        assert!(!out.contains("the-secret-value") && !err.contains("the-secret-value"));
+        assert!(
+            format!("{out}{err}").contains("refused: No such file or directory"),
+            "{name}: {out}\n{err}"
+        );
+    }
+    // Each control's enforcement is logged at each sandboxed server's start (the written strict
+    // one and the one left to the default), and an explicit off is a warning that logs none.
     let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
     let controls: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("sandbox control"))
         .collect();
-    assert!(
-        controls.iter().all(|l| l.contains("boxed")) && controls.len() >= 11,
-        "{log}"
-    );
-    for control in ["Namespaces", "Filesystem", "Network", "Seccomp", "Landlock"] {
-        assert!(
-            controls
-                .iter()
-                .any(|l| l.contains(control) && l.contains("Enforced")),
-            "{control}: {log}"
-        );
+    assert!(!controls.iter().any(|l| l.contains("loud")), "{log}");
+    for name in ["boxed", "plain"] {
+        let own: Vec<&&str> = controls.iter().filter(|l| l.contains(name)).collect();
+        assert!(own.len() >= 11, "{name}: {log}");
+        for control in ["Namespaces", "Filesystem", "Network", "Seccomp", "Landlock"] {
+            assert!(
+                own.iter()
+                    .any(|l| l.contains(control) && l.contains("Enforced")),
+                "{name} {control}: {log}"
+            );
+        }
     }
     let warnings: Vec<&str> = log
         .lines()
@@ -685,4 +693,99 @@ fn a_read_write_directory_takes_the_servers_writes() {
             "the gateway's own uid writes its dirs: {log}"
         );
     }
+}
+
+#[test]
+fn without_the_launcher_the_default_profile_runs_unsandboxed_and_says_so_and_strict_is_refused() {
+    let dir = scratch("sandboxed-no-launcher");
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "the-secret-value").unwrap();
+    let (scripts, script) = reader_script(&dir);
+    // A manifold installed without manifold-sandbox-exec beside it.
+    let alone = dir.join("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    let binary = alone.join("manifold");
+    std::fs::copy(MANIFOLD, &binary).unwrap();
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.plain]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\n\
+         [servers.boxed]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
+         [servers.boxed.sandbox]\nprofile = \"strict\"\nread_only = [\"{scripts}\"]\n",
+        data = path_str(&dir.join("data")),
+        script = path_str(&script),
+        scripts = path_str(&scripts),
+    );
+    let s = serve_binary(&binary, &dir, &config, None);
+    let h = health_when(&s.url, "plain", &["up"]);
+    let sandbox = &upstream(&h, "plain")["sandbox"];
+    assert_eq!(
+        (&sandbox["profile"], &sandbox["degraded"]),
+        (&serde_json::json!("default"), &serde_json::json!(true)),
+        "{h}"
+    );
+    for control in ["namespaces", "filesystem", "network", "seccomp"] {
+        let c = &sandbox["controls"][control];
+        assert_eq!(c["state"], "missing", "{control}: {h}");
+        assert!(
+            c["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("manifold-sandbox-exec"),
+            "the detail names the missing launcher: {h}"
+        );
+    }
+    // Unsandboxed indeed: it reads what a sandbox hides.
+    let path_arg = format!("path={}", path_str(&secret));
+    let (code, out, err) = client(&["call", &s.url, "plain__read", "--arg", &path_arg]);
+    assert_eq!((code, out.trim()), (0, "the-secret-value"), "{err}");
+    // A written profile is not relaxed: that server is refused, naming the launcher.
+    let h = health_when(&s.url, "boxed", &["down", "failed", "restarting"]);
+    let boxed = upstream(&h, "boxed");
+    assert!(
+        boxed.to_string().contains("manifold-sandbox-exec"),
+        "the refusal names the launcher: {boxed}"
+    );
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains("plain")
+            && l.contains("default profile could not be built")),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_default_profile_lets_a_server_write_the_dir_its_command_line_names() {
+    let dir = scratch("sandboxed-default-fs");
+    let notes = dir.join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        // A root gateway runs the server as nobody: the dir is handed to it, as a user would.
+        let (uid, gid) = manifold_sandbox::spec::DEFAULT_ROOT_RUN_AS;
+        std::os::unix::fs::chown(&notes, Some(uid), Some(gid)).unwrap();
+    }
+    let node = manifold_testkit::node().unwrap();
+    let fs =
+        manifold_testkit::npm_package_entry("@modelcontextprotocol/server-filesystem").unwrap();
+    // No sandbox table at all: the default profile.
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.fs]\ncommand = \"{node}\"\nargs = [\"{fs}\", \"{notes}\"]\n",
+        data = path_str(&dir.join("data")),
+        node = path_str(&node),
+        fs = path_str(&fs),
+        notes = path_str(&notes),
+    );
+    let s = serve(&dir, &config);
+    let written = notes.join("new.txt");
+    let (code, out, err) = write_file(&s.url, &written, "written-inside");
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "written-inside");
+    let h = health_when(&s.url, "fs", &["up"]);
+    let sandbox = &upstream(&h, "fs")["sandbox"];
+    assert_eq!(
+        (&sandbox["profile"], &sandbox["degraded"]),
+        (&serde_json::json!("default"), &serde_json::json!(false)),
+        "{h}"
+    );
 }

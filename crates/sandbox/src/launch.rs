@@ -421,10 +421,10 @@ fn filesystem(
         )
     };
     let _ = nix::unistd::setsid();
-    let workdir = if root.is_some() {
-        Path::new(WORKSPACE)
-    } else {
-        spec.workspace.as_path()
+    let workdir = match (&spec.workdir, root.is_some()) {
+        (Some(dir), _) => dir.as_path(),
+        (None, true) => Path::new(WORKSPACE),
+        (None, false) => spec.workspace.as_path(),
     };
     nix::unistd::chdir(workdir).map_err(|e| {
         (

@@ -269,6 +269,10 @@ pub struct SandboxSpec {
     /// rlimits and cgroups in the host namespaces). The launcher falls back by itself when the
     /// kernel refuses user namespaces.
     pub namespaces: bool,
+    /// Where the server starts, a host path also listed in `read_write` or `read_only` (so it
+    /// is seen at its own path); `None` starts it in the workspace.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
 }
 
 impl SandboxSpec {
@@ -297,6 +301,7 @@ impl SandboxSpec {
             require: vec![Control::Filesystem, Control::Network],
             run_as: None,
             namespaces: true,
+            workdir: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod audit;
 mod auth;
+mod default_sandbox;
 mod gateway;
 pub(crate) mod lifecycle;
 mod reader;

@@ -1,5 +1,5 @@
 //! Reads the gateway-wide `[sandbox]` defaults and each `[servers.NAME.sandbox]` table into the
-//! stdio spec's `StdioSandbox`: unset (off in this release), explicitly off, or a resolved
+//! stdio spec's `StdioSandbox`: the default profile (nothing written), explicitly off, or a resolved
 //! `SandboxSpec` whose workspace, output and home default to dirs under `[gateway] data_dir`.
 //!
 //! Read in a pass of its own after the servers (whose reader accepts the `sandbox` key), so one
@@ -8,7 +8,10 @@
 use std::path::PathBuf;
 
 use manifold_sandbox::{Control, Network, SandboxSpec};
-use manifold_upstream::transport::stdio::StdioSandbox;
+use manifold_upstream::transport::stdio::{StdioSandbox, StdioSpec};
+
+use super::default_sandbox;
+use crate::environment::{Environment, Var};
 use toml::de::{DeTable, DeValue};
 
 use super::reader::{Item, Reader, Show, key_path};
@@ -139,18 +142,25 @@ pub(crate) fn apply_sandboxes(
             );
         }
         if let ServerKind::Stdio { spec, .. } = &mut server.kind {
-            spec.sandbox = resolve(&defaults, layer, gateway, &server.name);
+            spec.sandbox = resolve(&defaults, layer, gateway, &server.name, spec, reader.env);
         }
     }
 }
 
-/// The merged choice: the server's keys over the defaults.
-fn resolve(defaults: &Layer, own: Layer, gateway: &GatewaySettings, name: &str) -> StdioSandbox {
-    let profile = own.profile.or(defaults.profile);
-    let profile = match profile {
-        None => return StdioSandbox::Unset,
+/// The merged choice: the server's keys over the defaults; no `profile` anywhere is the default
+/// profile (strict plus what the command line hands the server, see `default_sandbox`).
+fn resolve(
+    defaults: &Layer,
+    own: Layer,
+    gateway: &GatewaySettings,
+    name: &str,
+    server: &StdioSpec,
+    env: &dyn Environment,
+) -> StdioSandbox {
+    let (profile, unwritten) = match own.profile.or(defaults.profile) {
+        None => (Profile::Strict, true),
         Some(Profile::Off) => return StdioSandbox::Off,
-        Some(p) => p,
+        Some(p) => (p, false),
     };
     let dirs = gateway.data_dir.join("sandbox").join(name);
     let mut spec = SandboxSpec::new(
@@ -158,20 +168,26 @@ fn resolve(defaults: &Layer, own: Layer, gateway: &GatewaySettings, name: &str) 
         own.output.unwrap_or_else(|| dirs.join("output")),
         own.home.unwrap_or_else(|| dirs.join("home")),
     );
+    let fetches = unwritten && default_sandbox::is_package_runner(&server.command);
     spec.network = own.network.or(defaults.network).unwrap_or(match profile {
         Profile::Network => Network::Host,
+        _ if fetches => Network::Allow,
         _ => Network::None,
     });
     spec.allow_hosts = own
         .allow_hosts
         .or_else(|| defaults.allow_hosts.clone())
-        .unwrap_or_default();
+        .unwrap_or_else(|| match fetches && spec.network == Network::Allow {
+            true => default_sandbox::registry_hosts(server, env),
+            false => Vec::new(),
+        });
     spec.allow_private = own
         .allow_private
         .or_else(|| defaults.allow_private.clone())
         .unwrap_or_default();
     spec.require = match own.require.or_else(|| defaults.require.clone()) {
         Some(require) => require,
+        None if unwritten => Vec::new(),
         None if spec.network == Network::Host => vec![Control::Filesystem],
         None => spec.require,
     };
@@ -179,6 +195,19 @@ fn resolve(defaults: &Layer, own: Layer, gateway: &GatewaySettings, name: &str) 
     spec.read_only.extend(own.read_only);
     spec.read_write = defaults.read_write.clone();
     spec.read_write.extend(own.read_write);
+    if unwritten {
+        let home = match env.var("HOME") {
+            Var::Set(h) => Some(PathBuf::from(h)),
+            Var::Unset | Var::NotUnicode => None,
+        };
+        for dir in default_sandbox::handed_dirs(server, home.as_deref()) {
+            if !spec.read_write.contains(&dir) {
+                spec.read_write.push(dir);
+            }
+        }
+        // The server starts where it would unsandboxed, when that dir is handed to it.
+        spec.workdir = server.cwd.clone().filter(|c| spec.read_write.contains(c));
+    }
     let pick = |a: Option<u64>, b: Option<u64>, default: u64| a.or(b).unwrap_or(default);
     spec.tmp_size = pick(own.tmp_size, defaults.tmp_size, spec.tmp_size);
     spec.memory = pick(own.memory, defaults.memory, spec.memory);
@@ -187,7 +216,10 @@ fn resolve(defaults: &Layer, own: Layer, gateway: &GatewaySettings, name: &str) 
     spec.file_size = pick(own.file_size, defaults.file_size, spec.file_size);
     spec.open_files = pick(own.open_files, defaults.open_files, spec.open_files);
     spec.seccomp = own.seccomp.or(defaults.seccomp).unwrap_or(true);
-    StdioSandbox::On(Box::new(spec))
+    match unwritten {
+        true => StdioSandbox::Default(Box::new(spec)),
+        false => StdioSandbox::On(Box::new(spec)),
+    }
 }
 
 fn read_layer(reader: &mut Reader<'_>, path: &str, item: &Item<'_>, per_server: bool) -> Layer {

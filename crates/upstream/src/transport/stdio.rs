@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use manifold_sandbox::State;
+use manifold_sandbox::{SandboxError, State};
 use manifold_wire::line::{DEFAULT_MAX_LINE, Frame, LineFramer, encode_line};
 use manifold_wire::{FaultKind, Id, Message, Revision};
 use nix::sys::signal::{Signal, killpg};
@@ -77,16 +77,32 @@ pub struct StdioSpec {
     pub sandbox: StdioSandbox,
 }
 
-/// A stdio server's sandbox choice. Unset means off in this release.
+/// A stdio server's sandbox choice.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum StdioSandbox {
-    /// No `profile` anywhere: unsandboxed, silently (the default of this release).
+    /// A spec built in code with no sandbox decided (tests, embedders): unsandboxed, silently.
+    /// The configuration never yields it: no `profile` written is `Default`.
     #[default]
     Unset,
     /// `profile = "off"` written: unsandboxed, with a warning at every start.
     Off,
-    /// Spawned through the launcher with this spec (paths resolved, dirs under `data_dir`).
+    /// A `profile` written: spawned through the launcher with this spec (paths resolved, dirs
+    /// under `data_dir`); a sandbox that cannot be built refuses the server.
     On(Box<manifold_sandbox::SandboxSpec>),
+    /// No `profile` written anywhere: the default profile. Spawned like `On`, but where the
+    /// sandbox cannot be built at all (no launcher, a setup step failing) the server starts
+    /// unsandboxed, with a warning at every start and every control reported missing.
+    Default(Box<manifold_sandbox::SandboxSpec>),
+}
+
+impl StdioSandbox {
+    /// The spec the launcher gets, for `On` and `Default`.
+    pub fn spec(&self) -> Option<&manifold_sandbox::SandboxSpec> {
+        match self {
+            StdioSandbox::On(spec) | StdioSandbox::Default(spec) => Some(spec),
+            StdioSandbox::Off | StdioSandbox::Unset => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for StdioSpec {
@@ -143,8 +159,32 @@ pub fn spawn(
     cmd.args(&spec.args);
     configure(&mut cmd, spec);
     let mut egress = None;
+    let spawn_plain = |cmd: std::process::Command| {
+        tokio_command(cmd)
+            .spawn()
+            .map_err(|e| UpstreamError::Spawn {
+                server: server.to_owned(),
+                reason: format!("{}: {e}", spec.command),
+            })
+    };
     let (mut child, cgroup, report) = match &spec.sandbox {
-        StdioSandbox::On(sandbox) => spawn_sandboxed(server, spec, sandbox, &mut egress)?,
+        StdioSandbox::On(sandbox) => {
+            spawn_sandboxed(server, spec, sandbox, &mut egress).map_err(|e| e.into_error(server))?
+        }
+        StdioSandbox::Default(sandbox) => match spawn_sandboxed(server, spec, sandbox, &mut egress)
+        {
+            Ok(sandboxed) => sandboxed,
+            Err(SandboxedFailure::Sandbox(e)) if !matches!(e, SandboxError::Refused { .. }) => {
+                tracing::warn!(
+                    server,
+                    error = %e,
+                    "sandbox: the default profile could not be built, so the server runs unsandboxed, with the gateway's full access to files and network; fix the cause above, or write profile = \"off\" to choose this"
+                );
+                let report = unsandboxed_report(&e);
+                (spawn_plain(cmd)?, None, Some(report))
+            }
+            Err(e) => return Err(e.into_error(server)),
+        },
         StdioSandbox::Off | StdioSandbox::Unset => {
             if spec.sandbox == StdioSandbox::Off {
                 tracing::warn!(
@@ -152,13 +192,7 @@ pub fn spawn(
                     "sandbox profile is \"off\": the server runs with the gateway's full access to files and network; remove `profile = \"off\"` or set profile = \"strict\""
                 );
             }
-            let child = tokio_command(cmd)
-                .spawn()
-                .map_err(|e| UpstreamError::Spawn {
-                    server: server.to_owned(),
-                    reason: format!("{}: {e}", spec.command),
-                })?;
-            (child, None, None)
+            (spawn_plain(cmd)?, None, None)
         }
     };
     let pid = child.id();
@@ -239,11 +273,8 @@ fn spawn_sandboxed(
     spec: &StdioSpec,
     sandbox: &manifold_sandbox::SandboxSpec,
     egress: &mut Option<EgressTask>,
-) -> Result<Sandboxed, UpstreamError> {
-    let failed = |e: manifold_sandbox::SandboxError| UpstreamError::Spawn {
-        server: server.to_owned(),
-        reason: format!("sandbox: {e}"),
-    };
+) -> Result<Sandboxed, SandboxedFailure> {
+    let failed = SandboxedFailure::Sandbox;
     let launcher = manifold_sandbox::default_launcher().map_err(failed)?;
     let sandbox = &with_exposure(server, spec, sandbox);
     let mut sandboxed =
@@ -254,7 +285,7 @@ fn spawn_sandboxed(
         .spawn_with(|cmd| tokio_command(cmd).spawn())
         .map_err(failed)?;
     if let Some(listener) = started.egress_listener.take() {
-        *egress = Some(start_egress(server, sandbox, listener)?);
+        *egress = Some(start_egress(server, sandbox, listener).map_err(SandboxedFailure::Other)?);
     }
     // Partial or missing controls are what an operator must see without `-v`; enforced ones and
     // those the configuration turned off are the expected state.
@@ -310,12 +341,44 @@ fn with_exposure(
         tracing::warn!(
             server,
             path = %path.display(),
-            "sandbox: read_write lists this dir, but the server's uid cannot write it (a root gateway runs its sandboxed servers as uid 65534); chown it to that uid, or make it writable by others"
+            "sandbox: the server may write this dir (read_write lists it, or the default profile was handed it on the command line), but the server's uid cannot write it (a root gateway runs its sandboxed servers as uid 65534); chown it to that uid, or make it writable by others"
         );
     }
     let mut sandbox = sandbox.clone();
     sandbox.read_only.extend(exposure.read_only);
     sandbox
+}
+
+/// Why a sandboxed spawn failed: the sandbox itself (which the default profile survives by
+/// starting unsandboxed), or something no sandbox choice changes.
+enum SandboxedFailure {
+    Sandbox(SandboxError),
+    Other(UpstreamError),
+}
+
+impl SandboxedFailure {
+    fn into_error(self, server: &str) -> UpstreamError {
+        match self {
+            SandboxedFailure::Sandbox(e) => UpstreamError::Spawn {
+                server: server.to_owned(),
+                reason: format!("sandbox: {e}"),
+            },
+            SandboxedFailure::Other(e) => e,
+        }
+    }
+}
+
+/// What health and metrics show for a default-profile server that runs unsandboxed: every
+/// control missing, each with the reason the sandbox could not be built.
+fn unsandboxed_report(error: &SandboxError) -> manifold_sandbox::Report {
+    let detail =
+        format!("the default profile could not be built ({error}); the server runs unsandboxed");
+    manifold_sandbox::Report {
+        enforcements: manifold_sandbox::Control::ALL
+            .iter()
+            .map(|c| manifold_sandbox::Enforcement::new(*c, State::Missing, detail.clone()))
+            .collect(),
+    }
 }
 
 /// A sandboxed child, its cgroup and the launcher's report.
