@@ -10,7 +10,39 @@ use std::time::Duration;
 pub enum RuleEffect {
     Allow,
     Deny,
+    /// A person approves each call first (`[approvals]`, docs/security.md "Approvals").
+    Ask,
 }
+
+/// Who may answer an ask rule's question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approver {
+    /// The caller of the held call, when its client can be asked (or through `manifold approvals`).
+    Caller,
+    /// Any identity in this group.
+    Group(String),
+    /// This identity.
+    Identity(String),
+}
+
+impl Approver {
+    /// `caller`, `group:NAME`, `identity:NAME`: as written in the configuration and the ledger.
+    pub fn as_text(&self) -> String {
+        match self {
+            Approver::Caller => "caller".to_owned(),
+            Approver::Group(g) => format!("group:{g}"),
+            Approver::Identity(i) => format!("identity:{i}"),
+        }
+    }
+}
+
+/// Tool annotations an ask rule may require (any one of them `true`).
+pub const ASK_ANNOTATIONS: &[&str] = &[
+    "destructiveHint",
+    "openWorldHint",
+    "readOnlyHint",
+    "idempotentHint",
+];
 
 /// One `[[rules]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +67,11 @@ pub struct AccessRule {
     pub resources: Vec<String>,
     /// Glob patterns over exposed prompt names.
     pub prompts: Vec<String>,
+    /// Ask rules only: who may answer; never empty for an ask rule (default `[Caller]`).
+    pub approvers: Vec<Approver>,
+    /// Ask rules only: the rule covers a tool only when one of these annotations is `true` in
+    /// its (pinned) definition; empty: every tool it names.
+    pub annotations: Vec<String>,
 }
 
 /// `count` requests per `period`, bursting up to `burst`.

@@ -35,6 +35,8 @@ pub struct Config {
     pub store: crate::load::store::StoreSettings,
     /// The `[audit]` section: the audit trail in the store (on, best effort, by default).
     pub audit: crate::load::audit::AuditSettings,
+    /// The `[approvals]` section: how long calls an ask rule holds wait, and the webhook.
+    pub approvals: crate::load::approvals::ApprovalSettings,
     secrets: Vec<Secret>,
 }
 
@@ -57,6 +59,7 @@ impl Config {
             retries: crate::load::retry_policy::RetrySettings::default(),
             store: crate::load::store::StoreSettings::default(),
             audit: crate::load::audit::AuditSettings::default(),
+            approvals: crate::load::approvals::ApprovalSettings::default(),
             secrets,
         }
     }

@@ -33,6 +33,10 @@ pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
 pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
+pub use load::approvals::{
+    ApprovalSettings, DEFAULT_APPROVAL_PROGRESS_WINDOW, DEFAULT_APPROVAL_WINDOW,
+    MAX_APPROVAL_WINDOW, MIN_APPROVAL_WINDOW,
+};
 pub use load::audit::{
     AuditMode, AuditSettings, DEFAULT_AUDIT_RETENTION, MAX_AUDIT_RETENTION, MIN_AUDIT_RETENTION,
 };

@@ -42,6 +42,8 @@ pub(crate) struct AuditNotes {
     server: Option<String>,
     target: Option<String>,
     tool_call: Option<ToolCallNote>,
+    /// What the approval stage decided (`approval/`), in words with the approval's id.
+    approval: Option<String>,
 }
 
 #[derive(Debug)]
@@ -62,6 +64,11 @@ fn with_notes(change: impl FnOnce(&mut AuditNotes)) {
 /// Policy refused the request (a rule) or rate limited it.
 pub(crate) fn note_refusal(outcome: AuditOutcome) {
     with_notes(|n| n.refusal = Some(outcome));
+}
+
+/// What the approval stage asked and decided, for the row.
+pub(crate) fn note_approval(text: &str) {
+    with_notes(|n| n.approval = Some(text.to_owned()));
 }
 
 /// The server (and the name or URI there) a request resolved to.
@@ -274,6 +281,7 @@ fn finish_facts(
     if let Some(target) = &notes.target {
         facts.target.clone_from(target);
     }
+    facts.approval.clone_from(&notes.approval);
     let arguments = if facts.method == "tools/call" {
         request.params_raw(&["arguments"])
     } else {

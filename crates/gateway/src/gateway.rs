@@ -49,6 +49,8 @@ pub struct GatewaySettings {
     pub pins: Option<Arc<crate::pins::Pins>>,
     /// Metrics and call log lines (`call_record.rs`); the default is a fresh registry.
     pub telemetry: Arc<manifold_telemetry::Telemetry>,
+    /// The approval stage for calls an ask rule holds (`approval/`): its ledger and windows.
+    pub approvals: Arc<crate::approval::Approvals>,
 }
 
 impl Default for GatewaySettings {
@@ -62,6 +64,7 @@ impl Default for GatewaySettings {
             rate_limits: crate::rate_limit::RateLimits::default(),
             pins: None,
             telemetry: Arc::default(),
+            approvals: Arc::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! the catalogs of every upstream under stable names, routes each call to its upstream through
 //! manifold-upstream, and answers with patched raw messages.
 
+pub mod approval;
 pub mod audience;
 pub mod audit;
 pub mod builtin;

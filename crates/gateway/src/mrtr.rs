@@ -187,6 +187,22 @@ impl HeldCalls {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token)
     }
 
+    /// Whether Manifold sealed `state` for a held call (the call it names passed every stage
+    /// when it first went out; a retry resumes that call and no other).
+    pub fn issued(&self, state: &str) -> bool {
+        let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(state) else {
+            return false;
+        };
+        let Some((head, mac)) = bytes.split_at_checked(16) else {
+            return false;
+        };
+        let Ok(mut verifier) = <Hmac<Sha256> as Mac>::new_from_slice(&self.key) else {
+            return false;
+        };
+        verifier.update(head);
+        verifier.verify_slice(mac).is_ok()
+    }
+
     /// Takes the held call a `requestState` names.
     pub fn take(&self, state: &str) -> Result<HeldCall, StateError> {
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD

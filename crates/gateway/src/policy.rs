@@ -61,6 +61,28 @@ pub(crate) const NO_COMPLETION_TARGET: &str =
 pub enum Effect {
     Allow,
     Deny,
+    /// A person approves each call first (`approval/`): tools only, and never built-in ones.
+    Ask,
+}
+
+/// Who may answer an ask rule's question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approver {
+    /// The held call's own caller.
+    Caller,
+    Group(String),
+    Identity(String),
+}
+
+impl Approver {
+    /// `caller`, `group:NAME`, `identity:NAME`, as configured and as the ledger keeps it.
+    pub fn as_text(&self) -> String {
+        match self {
+            Approver::Caller => "caller".to_owned(),
+            Approver::Group(g) => format!("group:{g}"),
+            Approver::Identity(i) => format!("identity:{i}"),
+        }
+    }
 }
 
 /// One rule as configured, before its patterns are compiled.
@@ -83,6 +105,11 @@ pub struct RuleSpec {
     pub resources: Vec<String>,
     /// Glob patterns over exposed prompt names.
     pub prompts: Vec<String>,
+    /// Ask rules: who may answer.
+    pub approvers: Vec<Approver>,
+    /// Ask rules: the rule covers a tool only when one of these annotations is `true` in its
+    /// definition; empty: every tool it names.
+    pub annotations: Vec<String>,
 }
 
 impl RuleSpec {
@@ -101,6 +128,8 @@ impl RuleSpec {
             tools: Vec::new(),
             resources: Vec::new(),
             prompts: Vec::new(),
+            approvers: Vec::new(),
+            annotations: Vec::new(),
         }
     }
 
@@ -179,7 +208,24 @@ impl Rule {
             || server.is_some_and(|s| self.spec.servers.iter().any(|x| x == s))
     }
 
-    fn covers(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
+    fn covers(&self, kind: ItemKind, server: Option<&str>, name: &str, tool: Option<&str>) -> bool {
+        if self.spec.effect == Effect::Ask {
+            // Ask rules hold tool calls of servers; built-in tools run in Manifold and read only.
+            // Annotations can only add a hold: unknown ones (no definition) never match.
+            if kind != ItemKind::Tool || server.is_none() {
+                return false;
+            }
+            if !self.spec.annotations.is_empty()
+                && !tool.is_some_and(|raw| {
+                    self.spec
+                        .annotations
+                        .iter()
+                        .any(|a| annotation_is_true(raw, a))
+                })
+            {
+                return false;
+            }
+        }
         if !self.covers_server(server) {
             return false;
         }
@@ -262,10 +308,20 @@ impl Policy {
     }
 }
 
+/// Whether the raw tool definition's `annotations.NAME` is `true`.
+fn annotation_is_true(raw: &str, name: &str) -> bool {
+    patch::get(raw, &["annotations", name])
+        .ok()
+        .flatten()
+        .is_some_and(|v| v.trim() == "true")
+}
+
 /// What the first covering rule decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Allow,
+    /// Allowed once a person says yes (`approval/`).
+    Ask(AskRule),
     /// Denied; answered as if the item did not exist.
     Hide,
     /// Denied by an explaining rule: answered Forbidden, naming it.
@@ -279,8 +335,15 @@ pub struct RuleRef {
     pub name: Option<String>,
 }
 
+/// The ask rule that holds a call, and who may answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskRule {
+    pub rule: RuleRef,
+    pub approvers: Vec<Approver>,
+}
+
 impl RuleRef {
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match &self.name {
             Some(name) => format!("rule {name:?} (rules[{}])", self.index),
             None => format!("rules[{}]", self.index),
@@ -303,23 +366,53 @@ impl CallerRules<'_> {
     /// The decision of the first rule covering the item; allowed when none does. A resource URI
     /// is judged as written and in each of its readings (`catalog/uri_normal.rs`), normal form
     /// first: the first reading some rule denies decides, so no spelling dodges a deny.
+    /// A tool is judged without its definition here, so ask rules that match annotations do
+    /// not apply: [`CallerRules::decide_tool`] is the judgement of a call.
     pub fn decide(&self, kind: ItemKind, server: Option<&str>, name: &str) -> Decision {
         if kind != ItemKind::Resource || self.rules.is_empty() {
-            return self.decide_as_written(kind, server, name);
+            return self.decide_as_written(kind, server, name, None);
         }
         let mut forms = uri_normal::readings(name);
         forms.push(name.to_owned());
         forms
             .iter()
-            .map(|form| self.decide_as_written(kind, server, form))
+            .map(|form| self.decide_as_written(kind, server, form, None))
             .find(|d| *d != Decision::Allow)
             .unwrap_or(Decision::Allow)
     }
 
-    fn decide_as_written(&self, kind: ItemKind, server: Option<&str>, name: &str) -> Decision {
-        match self.rules.iter().find(|r| r.covers(kind, server, name)) {
+    /// The decision on a tool whose raw definition is `definition` (the one pinned, when pins
+    /// are on), so that ask rules naming annotations can apply.
+    pub fn decide_tool(
+        &self,
+        server: Option<&str>,
+        name: &str,
+        definition: Option<&str>,
+    ) -> Decision {
+        self.decide_as_written(ItemKind::Tool, server, name, definition)
+    }
+
+    fn decide_as_written(
+        &self,
+        kind: ItemKind,
+        server: Option<&str>,
+        name: &str,
+        tool: Option<&str>,
+    ) -> Decision {
+        match self
+            .rules
+            .iter()
+            .find(|r| r.covers(kind, server, name, tool))
+        {
             None => Decision::Allow,
             Some(r) if r.spec.effect == Effect::Allow => Decision::Allow,
+            Some(r) if r.spec.effect == Effect::Ask => Decision::Ask(AskRule {
+                rule: RuleRef {
+                    index: r.spec.index,
+                    name: r.spec.name.clone(),
+                },
+                approvers: r.spec.approvers.clone(),
+            }),
             Some(r) if r.spec.explain => Decision::Refuse(RuleRef {
                 index: r.spec.index,
                 name: r.spec.name.clone(),
@@ -330,12 +423,25 @@ impl CallerRules<'_> {
 
     /// Whether the caller sees the item (lists, search, suggestions).
     pub fn sees(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
-        self.decide(kind, server, name) == Decision::Allow
+        matches!(
+            self.decide(kind, server, name),
+            Decision::Allow | Decision::Ask(_)
+        )
     }
 
-    /// Whether the caller sees a catalog entry.
+    /// Whether the caller sees a catalog entry (a tool with its definition, so that a call the
+    /// caller could make after approval is listed).
     pub fn sees_entry(&self, kind: ItemKind, entry: &Entry) -> bool {
-        self.is_unrestricted() || self.sees(kind, Some(&entry.server), &entry.exposed)
+        if self.is_unrestricted() {
+            return true;
+        }
+        if kind == ItemKind::Tool {
+            return matches!(
+                self.decide_tool(Some(&entry.server), &entry.exposed, Some(&entry.raw)),
+                Decision::Allow | Decision::Ask(_)
+            );
+        }
+        self.sees(kind, Some(&entry.server), &entry.exposed)
     }
 
     /// Whether a rule covering a whole server (no kind patterns) hides it from the caller; the
@@ -344,7 +450,7 @@ impl CallerRules<'_> {
         self.rules
             .iter()
             .find(|r| !r.names_kinds() && r.covers_server(Some(server)))
-            .is_none_or(|r| r.spec.effect == Effect::Allow)
+            .is_none_or(|r| r.spec.effect != Effect::Deny)
     }
 }
 
@@ -556,18 +662,19 @@ impl Gateway {
 
     /// Judges a `tools/call` of the exposed (or built-in) `name` before anything runs: a hidden
     /// tool is answered as unknown, an explained denial as Forbidden, a call over its tool limit
-    /// as Overloaded. `None`: go on (an unknown name is the router's to answer).
+    /// as Overloaded (`Err`). `Ok(Some)`: an ask rule holds it for approval; `Ok(None)`: go on
+    /// (an unknown name is the router's to answer).
     pub(crate) fn gate_tool_call(
         &self,
         ctx: &RequestContext,
         id: Option<&Id>,
         catalog: &Catalog,
         name: &str,
-    ) -> Option<Message> {
+    ) -> Result<Option<AskRule>, Box<Message>> {
         let policy = self.inner.access.policy();
         let limiter = self.inner.access.limiter();
         if policy.is_empty() && limiter.is_off() {
-            return None;
+            return Ok(None);
         }
         let is_builtin = builtin::NAMES.contains(&name);
         let server = if is_builtin {
@@ -581,30 +688,41 @@ impl Gateway {
                     .find(|(exposed, _)| *exposed == name)
                     .map(|(_, change)| change.server.as_str())
             };
-            Some(catalog.tool(name).map(|(s, _)| s).or_else(withheld)?)
+            match catalog.tool(name).map(|(s, _)| s).or_else(withheld) {
+                Some(server) => Some(server),
+                None => return Ok(None),
+            }
         };
-        match policy
+        let definition = catalog.tool_entry(name).map(|e| e.raw.as_str());
+        let ask = match policy
             .for_caller(ctx.caller.as_deref())
-            .decide(ItemKind::Tool, server, name)
+            .decide_tool(server, name, definition)
         {
-            Decision::Allow => {}
+            Decision::Allow => None,
+            Decision::Ask(ask) => Some(ask),
             Decision::Hide => {
                 crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
-                return Some(self.unknown_tool(ctx, id, catalog, name));
+                return Err(Box::new(self.unknown_tool(ctx, id, catalog, name)));
             }
             Decision::Refuse(rule) => {
-                return Some(refused(id, ctx, ItemKind::Tool.noun(), name, &rule));
+                return Err(Box::new(refused(
+                    id,
+                    ctx,
+                    ItemKind::Tool.noun(),
+                    name,
+                    &rule,
+                )));
             }
-        }
+        };
         // Built-in tools run in Manifold; the tool manifold_call_tool reaches is counted itself.
         if is_builtin {
-            return None;
+            return Ok(None);
         }
         let who = who(ctx);
-        limiter
-            .check_tool(who, name, Instant::now())
-            .err()
-            .map(|e| rate_limited(id, who, Some(name), &e))
+        match limiter.check_tool(who, name, Instant::now()) {
+            Ok(()) => Ok(ask),
+            Err(e) => Err(Box::new(rate_limited(id, who, Some(name), &e))),
+        }
     }
 
     /// For `manifold_health`: each upstream the caller may know of, with the number of its tools
@@ -704,7 +822,7 @@ impl Gateway {
         };
         let (server, original) = catalog.prompt(name).ok_or_else(unknown)?;
         match self.decide(ctx, ItemKind::Prompt, Some(server), name) {
-            Decision::Allow => {
+            Decision::Allow | Decision::Ask(_) => {
                 crate::audit::note_target(server, original);
                 Ok((server.to_owned(), original.to_owned()))
             }
@@ -736,7 +854,7 @@ impl Gateway {
         let not_found = || Box::new(resource_not_found(id, uri));
         let (server, original) = resource_target(catalog, uri).ok_or_else(not_found)?;
         match self.decide(ctx, ItemKind::Resource, Some(&server), uri) {
-            Decision::Allow => {
+            Decision::Allow | Decision::Ask(_) => {
                 crate::audit::note_target(&server, &original);
                 Ok((server, original))
             }
@@ -780,7 +898,7 @@ impl Gateway {
             _ => return None,
         };
         match self.decide(ctx, item, Some(&server), &name) {
-            Decision::Allow => None,
+            Decision::Allow | Decision::Ask(_) => None,
             Decision::Hide => Some(error(id, ErrorCode::InvalidParams, NO_COMPLETION_TARGET)),
             Decision::Refuse(rule) => Some(refused(id, ctx, item.noun(), &name, &rule)),
         }
@@ -812,7 +930,8 @@ impl Gateway {
             return Some(unknown());
         }
         match self.decide(ctx, ItemKind::Tool, Some(&owner.server), &owner.tool) {
-            Decision::Allow => None,
+            // Following a task reads its progress; the call that started it was approved.
+            Decision::Allow | Decision::Ask(_) => None,
             Decision::Hide => Some(unknown()),
             Decision::Refuse(rule) => Some(refused(id, ctx, "the task's tool", &owner.tool, &rule)),
         }

@@ -218,9 +218,10 @@ impl Gateway {
             None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
         };
         let catalog = self.catalog();
-        if let Some(refusal) = self.gate_tool_call(ctx, id, &catalog, &name) {
-            return refusal;
-        }
+        let ask = match self.gate_tool_call(ctx, id, &catalog, &name) {
+            Ok(ask) => ask,
+            Err(refusal) => return *refusal,
+        };
         match name.as_str() {
             builtin::HEALTH => return respond(builtin::health(self, ctx)),
             builtin::SEARCH => return respond(builtin::search(self, ctx, &arguments_of(request))),
@@ -264,7 +265,32 @@ impl Gateway {
         {
             return Message::error(id.cloned(), &down.to_error_object());
         }
-        let outgoing = match renamed(request, &original) {
+        // A retry resuming a held call (its requestState sealed here) passed this stage already.
+        let resumes_held = ctx.client.revision.era() == Era::Modern
+            && request
+                .params_str(&["requestState"])
+                .is_some_and(|s| self.inner.held.issued(&s));
+        let (request, approval) = match ask {
+            Some(ask) if !resumes_held => {
+                let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
+                let held = crate::approval::HeldCall {
+                    ask: &ask,
+                    server: &server,
+                    tool: &name,
+                    definition: catalog.tool_entry(&name).map(|e| e.raw.as_str()),
+                    cap,
+                };
+                match self.settings().approvals.hold(ctx, request, held).await {
+                    crate::approval::Verdict::Run { request, approval } => {
+                        (Cow::Owned(request), Some(approval))
+                    }
+                    crate::approval::Verdict::Answer(raw) => return respond(raw),
+                    crate::approval::Verdict::Refuse(refusal) => return refusal,
+                }
+            }
+            _ => (Cow::Borrowed(request), None),
+        };
+        let outgoing = match renamed(&request, &original) {
             Ok(m) => m,
             Err(refusal) => return *refusal,
         };
@@ -299,6 +325,15 @@ impl Gateway {
                         };
                     let linked = crate::tasks::expose_in_result(&linked, &server);
                     let capped = crate::truncate::cap_tool_result(&linked, max);
+                    let capped = match &approval {
+                        Some(a) => patch::set(
+                            &capped,
+                            &["_meta", crate::approval::APPROVAL_META],
+                            &a.meta_json(),
+                        )
+                        .unwrap_or(capped),
+                        None => capped,
+                    };
                     if retries == 0 {
                         return capped;
                     }

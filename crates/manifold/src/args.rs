@@ -106,6 +106,11 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::pins_commands::PinsAction,
     },
+    /// List, show, approve or deny calls waiting for a person's approval (rules with `effect = "ask"`).
+    Approvals {
+        #[command(subcommand)]
+        action: crate::approvals_commands::ApprovalsAction,
+    },
     /// Let Manifold use an OAuth-protected HTTP server on your behalf: prints the authorization URL, waits for the redirect, stores the tokens (refreshed automatically).
     Login {
         /// The server's name in the configuration.

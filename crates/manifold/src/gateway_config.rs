@@ -8,10 +8,12 @@ pub(crate) mod access;
 use std::sync::Arc;
 
 use manifold_config::{Config, ServerKind};
+use manifold_gateway::approval::Approvals;
 use manifold_gateway::catalog::naming::{NamingMode, NamingRules};
 use manifold_gateway::{Discovery, GatewaySettings, Scope, UpstreamDefinition};
 use manifold_store::Store;
 use manifold_upstream::auth::TokenStore;
+use sha2::{Digest, Sha256};
 
 use crate::report::CliError;
 
@@ -23,6 +25,8 @@ pub struct Stored {
     pub tokens: Arc<dyn TokenStore>,
     /// Tool definition pins, with each server's `on_change` policy.
     pub pins: Arc<manifold_gateway::pins::Pins>,
+    /// The approval stage, its ledger in the store (shared with `manifold approvals`).
+    pub approvals: Arc<Approvals>,
 }
 
 impl Stored {
@@ -30,8 +34,40 @@ impl Stored {
     pub async fn open(config: &Config, store: &Arc<Store>) -> Result<Stored, CliError> {
         let tokens: Arc<dyn TokenStore> = crate::token_store::open(config, store).await?;
         let pins = crate::pin_store::open(config, store).await?;
-        Ok(Stored { tokens, pins })
+        let approvals = Arc::new(approvals(config, store));
+        approvals.recover().await;
+        Ok(Stored {
+            tokens,
+            pins,
+            approvals,
+        })
     }
+}
+
+/// The approval stage for `config`, its ledger in `store`. `requestState`s are sealed under a key
+/// derived from `[gateway] session_key` when one is set, so replicas sharing it accept each
+/// other's retries; otherwise under a key of this process.
+fn approvals(config: &Config, store: &Arc<Store>) -> Approvals {
+    let ledger = Arc::new(crate::approval_store::StoreApprovals::new(Arc::clone(
+        store,
+    )));
+    let a = &config.approvals;
+    let mut approvals = Approvals::new(ledger, a.window, a.progress_window);
+    if let Some(key) = &config.gateway.session_key {
+        // A key of its own, so a requestState never doubles as anything the session key seals.
+        let mut hasher = Sha256::new();
+        hasher.update(b"manifold approval requestState\0");
+        hasher.update(key.key.expose());
+        let mut derived = [0u8; 32];
+        derived.copy_from_slice(&hasher.finalize());
+        approvals = approvals.with_key(derived);
+    }
+    if let Some(url) = &a.webhook {
+        approvals = approvals.with_announcer(Arc::new(
+            crate::approval_webhook::WebhookAnnouncer::new(url),
+        ));
+    }
+    approvals
 }
 
 /// What upstreams may learn of a client's capabilities unless told otherwise: everything
@@ -57,6 +93,7 @@ pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
             strict_charset: g.strict_names,
         },
         pins: Some(Arc::clone(&stored.pins)),
+        approvals: Arc::clone(&stored.approvals),
         discovery: match g.discovery {
             manifold_config::settings::Discovery::Full => Discovery::Full,
             manifold_config::settings::Discovery::Search => Discovery::Search,

@@ -3,6 +3,9 @@
 //! Logs go to stderr so that stdout carries only results (and, in `manifold stdio`, only protocol
 //! bytes).
 
+mod approval_store;
+mod approval_webhook;
+mod approvals_commands;
 mod args;
 mod audit_commands;
 mod audit_trail;
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
             Command::Import { file } => config_commands::import(file),
             Command::Login { server, config } => login::login(config.as_deref(), server).await,
             Command::Pins { action } => pins_commands::run(action).await,
+            Command::Approvals { action } => approvals_commands::run(action).await,
             Command::Prompt { target, args } => client::prompt(target, args).await,
             Command::ConformanceClient { url } => client::conformance::run(url).await,
         }

@@ -1,9 +1,10 @@
 //! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
 //! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
-//! backend and a typed repository per concern (API keys, audit trail; later pins, tokens,
+//! backend and a typed repository per concern (API keys, audit trail, OAuth tokens, tool pins,
 //! approvals).
 
 mod api_keys;
+mod approvals;
 mod audit;
 mod error;
 mod location;
@@ -14,6 +15,11 @@ mod schema;
 mod store;
 
 pub use api_keys::{ApiKeyRecord, ApiKeys, MAX_API_KEY_FIELD_LEN, MAX_API_KEY_GRANTS};
+pub use approvals::{
+    APPROVAL_ABANDONED, APPROVAL_PENDING, ApprovalRecord, Approvals, MAX_APPROVAL_ID_LEN,
+    MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE, MAX_APPROVERS,
+    MAX_LEDGER_ARGUMENTS_BYTES,
+};
 pub use audit::{
     AUDIT_CHAIN_LOCK, AUDIT_GENESIS, AUDIT_RECORD_COLUMNS, AuditEntry, AuditFilter, AuditRow,
     AuditTrail, ChainBreak, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, PruneAnchor,

@@ -7,11 +7,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use manifold_store::{
-    AUDIT_GENESIS, ApiKeyRecord, AuditEntry, AuditFilter, AuditRow, ChainBreak, MAX_API_KEY_GRANTS,
-    MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_PIN_BATCH,
-    MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord, PinRecord, PinSnapshot,
-    PinWriteRecord, Store, StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey, VerifyReport,
-    audit_row_sha256, latest_version, migrator_for,
+    AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, ChainBreak,
+    MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN,
+    MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES,
+    MAX_LEDGER_ARGUMENTS_BYTES, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN,
+    PinChangeRecord, PinRecord, PinSnapshot, PinWriteRecord, Store, StoreError, StoreLocation,
+    TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -419,6 +420,9 @@ async fn api_keys_keep_grants_and_one_active_name(backend: Backend) {
 }
 
 on_both_backends!(
+    approvals_round_trip_and_settle_once,
+    approvals_list_newest_first_and_abandon_only_the_holders_pending,
+    approval_bounds_are_refused,
     oauth_tokens_are_sealed_and_bound_to_their_server,
     pins_are_written_under_conditions_and_approved,
     pin_bounds_are_refused,
@@ -1517,5 +1521,268 @@ async fn pin_bounds_are_refused(backend: Backend) {
         matches!(refused, StoreError::Invalid { field: "tool", .. }),
         "{refused}"
     );
+    store.close().await;
+}
+
+// ------------------------------------------------------------------ approvals (step 8)
+
+fn approval(id: &str, created_at_ms: i64, holder: &str) -> ApprovalRecord {
+    ApprovalRecord {
+        id: id.to_owned(),
+        state: "pending".to_owned(),
+        caller: Some("alice".to_owned()),
+        server: "fs".to_owned(),
+        tool: "delete_file".to_owned(),
+        arguments_sha256: "a".repeat(64),
+        definition_sha256: "d".repeat(64),
+        arguments_json: Some("{\"path\":\"/tmp/x\"}".to_owned()),
+        approvers: vec!["group:ops".to_owned(), "identity:bob".to_owned()],
+        channel: "out_of_band".to_owned(),
+        rule: "rules[2]".to_owned(),
+        holder: holder.to_owned(),
+        created_at_ms,
+        expires_at_ms: created_at_ms + 60_000,
+        answered_by: None,
+        answered_at_ms: None,
+        note: None,
+    }
+}
+
+/// A row round-trips with every field; a transition from a state the row is not in changes
+/// nothing; of two answers racing from pending (another process each), exactly one wins.
+async fn approvals_round_trip_and_settle_once(backend: Backend) {
+    let location = backend.location();
+    let store = Store::open(&location).await.unwrap();
+    let approvals = store.approvals();
+    let row = approval("apr_1", 1_000, "host:1");
+    approvals.insert(&row).await.unwrap();
+    assert_eq!(approvals.get("apr_1").await.unwrap(), Some(row.clone()));
+    assert_eq!(approvals.get("apr_none").await.unwrap(), None);
+    let bare = ApprovalRecord {
+        caller: None,
+        arguments_json: None,
+        approvers: Vec::new(),
+        ..approval("apr_bare", 1_001, "host:1")
+    };
+    approvals.insert(&bare).await.unwrap();
+    assert_eq!(approvals.get("apr_bare").await.unwrap(), Some(bare));
+    let duplicate = approvals.insert(&row).await.unwrap_err();
+    assert!(
+        matches!(duplicate, StoreError::AlreadyExists { .. }),
+        "{duplicate}"
+    );
+
+    // From the wrong state: nothing changes.
+    let moved = approvals
+        .transition("apr_1", "approved", "used", None, 2_000, Some("ran"))
+        .await
+        .unwrap();
+    assert!(!moved);
+    assert_eq!(approvals.get("apr_1").await.unwrap(), Some(row.clone()));
+    assert!(
+        !approvals
+            .transition("apr_none", "pending", "approved", Some("bob"), 2_000, None)
+            .await
+            .unwrap()
+    );
+
+    // Approve and deny race from pending, from two openings: exactly one wins.
+    let other = Store::open_for_command(&location).await.unwrap();
+    let other_approvals = other.approvals();
+    let (approved, denied) = tokio::join!(
+        approvals.transition("apr_1", "pending", "approved", Some("bob"), 3_000, None),
+        other_approvals.transition(
+            "apr_1",
+            "pending",
+            "rejected",
+            Some("carol"),
+            3_001,
+            Some("not today")
+        ),
+    );
+    let (approved, denied) = (approved.unwrap(), denied.unwrap());
+    assert!(approved ^ denied, "approved {approved}, denied {denied}");
+    let settled = approvals.get("apr_1").await.unwrap().unwrap();
+    if approved {
+        assert_eq!(settled.state, "approved");
+        assert_eq!(settled.answered_by.as_deref(), Some("bob"));
+        assert_eq!(settled.answered_at_ms, Some(3_000));
+        assert_eq!(settled.note, None);
+    } else {
+        assert_eq!(settled.state, "rejected");
+        assert_eq!(settled.answered_by.as_deref(), Some("carol"));
+        assert_eq!(settled.answered_at_ms, Some(3_001));
+        assert_eq!(settled.note.as_deref(), Some("not today"));
+    }
+    other.close().await;
+
+    // A transition without an answerer keeps the answer and adds the note.
+    if approved {
+        assert!(
+            approvals
+                .transition("apr_1", "approved", "used", None, 4_000, Some("ran"))
+                .await
+                .unwrap()
+        );
+        let used = approvals.get("apr_1").await.unwrap().unwrap();
+        assert_eq!(
+            (
+                used.state.as_str(),
+                used.answered_by.as_deref(),
+                used.answered_at_ms
+            ),
+            ("used", Some("bob"), Some(3_000))
+        );
+        assert_eq!(used.note.as_deref(), Some("ran"));
+    }
+    store.close().await;
+}
+
+/// Listing is newest first, bounded, and filters pending rows; abandoning touches only the
+/// pending rows of that holder.
+async fn approvals_list_newest_first_and_abandon_only_the_holders_pending(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let approvals = store.approvals();
+    for (id, at, holder) in [
+        ("apr_a", 10, "host:1"),
+        ("apr_b", 30, "host:1"),
+        ("apr_c", 20, "host:2"),
+        ("apr_d", 40, "host:1"),
+    ] {
+        approvals.insert(&approval(id, at, holder)).await.unwrap();
+    }
+    assert!(
+        approvals
+            .transition("apr_d", "pending", "approved", Some("bob"), 50, None)
+            .await
+            .unwrap()
+    );
+    let ids = |rows: Vec<ApprovalRecord>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(approvals.list(false, 10).await.unwrap()),
+        ["apr_d", "apr_b", "apr_c", "apr_a"]
+    );
+    assert_eq!(
+        ids(approvals.list(false, 2).await.unwrap()),
+        ["apr_d", "apr_b"]
+    );
+    assert_eq!(
+        ids(approvals.list(true, 10).await.unwrap()),
+        ["apr_b", "apr_c", "apr_a"]
+    );
+    approvals.list(true, MAX_APPROVAL_PAGE).await.unwrap();
+    let refused = approvals
+        .list(true, MAX_APPROVAL_PAGE + 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::OverLimit { .. }), "{refused}");
+
+    assert_eq!(approvals.abandon_held_by("host:1", 60).await.unwrap(), 2);
+    assert_eq!(approvals.abandon_held_by("host:1", 70).await.unwrap(), 0);
+    let state = |rows: &[ApprovalRecord], id: &str| {
+        let r = rows.iter().find(|r| r.id == id).unwrap();
+        (r.state.clone(), r.answered_at_ms)
+    };
+    let rows = approvals.list(false, 10).await.unwrap();
+    assert_eq!(state(&rows, "apr_a"), ("abandoned".to_owned(), Some(60)));
+    assert_eq!(state(&rows, "apr_b"), ("abandoned".to_owned(), Some(60)));
+    assert_eq!(state(&rows, "apr_c"), ("pending".to_owned(), None));
+    assert_eq!(state(&rows, "apr_d"), ("approved".to_owned(), Some(50)));
+    assert_eq!(ids(approvals.list(true, 10).await.unwrap()), ["apr_c"]);
+    store.close().await;
+}
+
+/// Each bound holds at its limit and is refused one past it, before anything is written.
+async fn approval_bounds_are_refused(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let approvals = store.approvals();
+    let field_of = |e: StoreError| match e {
+        StoreError::Invalid { field, .. } => field,
+        other => panic!("{other}"),
+    };
+    let at_limit = ApprovalRecord {
+        arguments_json: Some("x".repeat(MAX_LEDGER_ARGUMENTS_BYTES)),
+        server: "s".repeat(MAX_APPROVAL_NAME_LEN),
+        note: Some("n".repeat(MAX_APPROVAL_NOTE_LEN)),
+        ..approval(&"i".repeat(MAX_APPROVAL_ID_LEN), 1, "host:1")
+    };
+    approvals.insert(&at_limit).await.unwrap();
+    let cases = [
+        (
+            "id",
+            ApprovalRecord {
+                id: "i".repeat(MAX_APPROVAL_ID_LEN + 1),
+                ..approval("x", 1, "h")
+            },
+        ),
+        (
+            "tool",
+            ApprovalRecord {
+                tool: "t".repeat(MAX_APPROVAL_NAME_LEN + 1),
+                ..approval("apr_t", 1, "h")
+            },
+        ),
+        (
+            "caller",
+            ApprovalRecord {
+                caller: Some("c".repeat(MAX_APPROVAL_NAME_LEN + 1)),
+                ..approval("apr_c", 1, "h")
+            },
+        ),
+        (
+            "arguments_json",
+            ApprovalRecord {
+                arguments_json: Some("x".repeat(MAX_LEDGER_ARGUMENTS_BYTES + 1)),
+                ..approval("apr_a", 1, "h")
+            },
+        ),
+        (
+            "note",
+            ApprovalRecord {
+                note: Some("n".repeat(MAX_APPROVAL_NOTE_LEN + 1)),
+                ..approval("apr_n", 1, "h")
+            },
+        ),
+        (
+            "approvers",
+            ApprovalRecord {
+                approvers: vec!["a".repeat(MAX_APPROVAL_NAME_LEN + 1)],
+                ..approval("apr_p", 1, "h")
+            },
+        ),
+    ];
+    for (field, record) in cases {
+        let refused = approvals.insert(&record).await.unwrap_err();
+        assert_eq!(field_of(refused), field);
+    }
+    let long_note = "n".repeat(MAX_APPROVAL_NOTE_LEN + 1);
+    let refused = approvals
+        .transition(
+            &at_limit.id,
+            "pending",
+            "rejected",
+            Some("bob"),
+            2,
+            Some(&long_note),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(field_of(refused), "note");
+    let long_name = "b".repeat(MAX_APPROVAL_NAME_LEN + 1);
+    let refused = approvals
+        .transition(
+            &at_limit.id,
+            "pending",
+            "rejected",
+            Some(&long_name),
+            2,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(field_of(refused), "answered_by");
+    // Nothing refused was written, and the row at the limit is unchanged.
+    let rows = approvals.list(false, 10).await.unwrap();
+    assert_eq!(rows, [at_limit]);
     store.close().await;
 }

@@ -69,6 +69,8 @@ impl AuditOutcome {
 /// to the writer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AuditFacts {
+    /// What an ask rule's approval decided: the approval id, how it was asked, who answered.
+    pub approval: Option<String>,
     pub at_ms: i64,
     pub call_id: String,
     /// The API key's name or the token's subject; `anonymous` without authentication.
@@ -111,6 +113,7 @@ impl AuditFacts {
     /// into one string (no intermediate map of values: this runs once per call).
     pub fn record_json(&self) -> String {
         let record = Record {
+            approval: self.approval.as_deref(),
             args_sha256: self.args_sha256.as_deref(),
             arguments: self.arguments.as_deref(),
             at_ms: self.at_ms,
@@ -142,6 +145,8 @@ impl AuditFacts {
 /// `record_keys_are_written_in_sorted_order` keeps it so.
 #[derive(serde::Serialize)]
 struct Record<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     args_sha256: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,6 +263,7 @@ mod tests {
     #[test]
     fn record_keys_are_written_in_sorted_order() {
         let all = AuditFacts {
+            approval: Some("apr_1 approved by b via elicitation".to_owned()),
             at_ms: 1,
             call_id: "c".to_owned(),
             principal: "p".to_owned(),
@@ -283,7 +289,7 @@ mod tests {
         let record = all.record_json();
         let parsed: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(&record).unwrap();
-        assert_eq!(parsed.len(), 22, "every fact is written: {record}");
+        assert_eq!(parsed.len(), 23, "every fact is written: {record}");
         let mut at = 0;
         for key in parsed.keys() {
             let quoted = format!("\"{key}\":");

@@ -82,6 +82,59 @@ impl<'de> Visitor<'de> for FindKey<'_> {
     }
 }
 
+/// Every member of one object, in order, values raw.
+struct Members;
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(k) = map.next_key_seed(KeySeed)? {
+            let v = map.next_value::<&'de RawValue>()?;
+            out.push((k, v));
+        }
+        Ok(out)
+    }
+}
+
+/// The object `json` without its members named in `keys`; the other members' values are kept
+/// byte for byte, in order (only the whitespace between members is not). For the gateway's own
+/// members (its `requestState`, the answers to its own questions) before a request travels on.
+pub fn without_members(json: &str, keys: &[&str]) -> Result<String, PatchError> {
+    if !is_object(json) {
+        return Err(PatchError::NotAnObject(
+            json.chars().take(32).collect(),
+            keys.first().copied().unwrap_or_default().to_owned(),
+        ));
+    }
+    if max_depth(json.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
+        return Err(PatchError::Malformed(format!(
+            "nesting deeper than {MAX_JSON_DEPTH}"
+        )));
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    let members = de
+        .deserialize_map(Members)
+        .map_err(|e| PatchError::Malformed(e.to_string()))?;
+    let mut out = String::with_capacity(json.len());
+    out.push('{');
+    for (k, v) in members.iter().filter(|(k, _)| !keys.contains(&k.as_ref())) {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(
+            &serde_json::to_string(k.as_ref()).map_err(|e| PatchError::Malformed(e.to_string()))?,
+        );
+        out.push(':');
+        out.push_str(v.get());
+    }
+    out.push('}');
+    Ok(out)
+}
+
 fn is_object(json: &str) -> bool {
     json.trim_start().starts_with('{')
 }
@@ -430,6 +483,16 @@ impl Message {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    #[test]
+    fn without_members_drops_the_named_members_and_keeps_the_rest_byte_for_byte() {
+        let json = r#"{"name":"t","requestState":"s","arguments":{"b":1.50,"a":[ 1 ]},"inputResponses":{"k":{}}}"#;
+        let out = super::without_members(json, &["requestState", "inputResponses"]).unwrap();
+        assert_eq!(out, r#"{"name":"t","arguments":{"b":1.50,"a":[ 1 ]}}"#);
+        assert_eq!(super::without_members("{}", &["x"]).unwrap(), "{}");
+        assert!(super::without_members("[1]", &["x"]).is_err());
+        assert!(super::without_members(r#"{"a":"#, &["x"]).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -63,7 +63,7 @@ enum UrlUse {
     Resource,
 }
 
-fn loopback_host(url: &url::Url) -> bool {
+pub(crate) fn loopback_host(url: &url::Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),

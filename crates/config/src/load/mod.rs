@@ -1,6 +1,7 @@
 //! From configuration text to a [`Config`]: parse (keeping spans), read each section while
 //! collecting every problem, and succeed only when there are none.
 
+pub(crate) mod approvals;
 pub(crate) mod audit;
 mod auth;
 mod default_sandbox;
@@ -38,6 +39,7 @@ const TOP_KEYS: &[&str] = &[
     "store",
     "sandbox",
     "audit",
+    "approvals",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -103,6 +105,7 @@ pub(crate) fn load_text(
     let retries = retry_policy::read_retry_policy(&mut reader, root);
     let store = store::read_store(&mut reader, root.get("store"));
     let audit = audit::read_audit(&mut reader, root.get("audit"));
+    let approvals = approvals::read_approvals(&mut reader, root.get("approvals"));
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -113,5 +116,6 @@ pub(crate) fn load_text(
     config.retries = retries;
     config.store = store;
     config.audit = audit;
+    config.approvals = approvals;
     Ok(config)
 }

@@ -10,7 +10,9 @@ use globset::GlobBuilder;
 use toml::de::{DeTable, DeValue};
 
 use super::reader::{Item, Reader, Show, Text, key_path};
-use crate::access::{AccessRule, RateLimit, RateLimits, RuleEffect, ToolRateLimit};
+use crate::access::{
+    ASK_ANNOTATIONS, AccessRule, Approver, RateLimit, RateLimits, RuleEffect, ToolRateLimit,
+};
 use crate::did_you_mean::closest;
 use crate::duration::{DurationError, MAX_DURATION, parse_duration};
 use crate::server::ServerConfig;
@@ -27,6 +29,8 @@ pub(crate) const RULE_KEYS: &[&str] = &[
     "tools",
     "resources",
     "prompts",
+    "approvers",
+    "annotations",
 ];
 
 const RULE_HINTS: &[(&str, &str)] = &[
@@ -141,7 +145,11 @@ fn read_rule(
         Some(i) => reader.choice(
             &field("effect"),
             i,
-            &[("allow", RuleEffect::Allow), ("deny", RuleEffect::Deny)],
+            &[
+                ("allow", RuleEffect::Allow),
+                ("deny", RuleEffect::Deny),
+                ("ask", RuleEffect::Ask),
+            ],
         ),
         None => {
             reader.report(
@@ -149,7 +157,7 @@ fn read_rule(
                 &path,
                 None,
                 "has no effect",
-                "write effect = \"allow\" or effect = \"deny\"",
+                "write effect = \"allow\", \"deny\" or \"ask\"",
             );
             None
         }
@@ -159,7 +167,7 @@ fn read_rule(
         .get("explain")
         .and_then(|i| {
             let explain = reader.boolean(&field("explain"), i)?;
-            if explain && effect == Some(RuleEffect::Allow) {
+            if explain && matches!(effect, Some(RuleEffect::Allow | RuleEffect::Ask)) {
                 reader.report_value(
                     &field("explain"),
                     i,
@@ -212,6 +220,28 @@ fn read_rule(
     );
     let prompts = patterns("prompts", "write e.g. prompts = [\"admin__*\"]");
 
+    let is_ask = effect == Some(RuleEffect::Ask);
+    if is_ask {
+        for key in ["resources", "prompts"] {
+            if let Some(i) = table.get(key) {
+                reader.report_value(
+                    &field(key),
+                    i,
+                    Show::Value,
+                    "an ask rule holds tool calls only",
+                    "list tools in this rule, and cover resources and prompts with allow or deny rules",
+                );
+            }
+        }
+    }
+    let approvers = read_approvers(reader, &field("approvers"), table.get("approvers"), is_ask);
+    let annotations = read_annotations(
+        reader,
+        &field("annotations"),
+        table.get("annotations"),
+        is_ask,
+    );
+
     if reader.problem_count() > before {
         return None;
     }
@@ -228,7 +258,121 @@ fn read_rule(
         tools,
         resources,
         prompts,
+        approvers,
+        annotations,
     })
+}
+
+const APPROVER_EXAMPLE: &str =
+    "write e.g. approvers = [\"caller\", \"group:ops\", \"identity:alice\"]";
+
+/// `approvers` of an ask rule: `caller`, `group:NAME`, `identity:NAME`; absent: the caller.
+fn read_approvers(
+    reader: &mut Reader<'_>,
+    field: &str,
+    item: Option<&Item<'_>>,
+    is_ask: bool,
+) -> Vec<Approver> {
+    let Some(item) = item else {
+        return if is_ask {
+            vec![Approver::Caller]
+        } else {
+            Vec::new()
+        };
+    };
+    if !is_ask {
+        reader.report_value(
+            field,
+            item,
+            Show::Value,
+            "only an ask rule has approvers",
+            "remove approvers, or write effect = \"ask\"",
+        );
+        return Vec::new();
+    }
+    let texts = reader
+        .string_list(field, item, Show::Value, APPROVER_EXAMPLE)
+        .unwrap_or_default();
+    if texts.is_empty() {
+        reader.report_value(
+            field,
+            item,
+            Show::Value,
+            "names nobody, so no call could ever be approved",
+            APPROVER_EXAMPLE,
+        );
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(texts.len());
+    for text in texts {
+        let v = text.value.trim();
+        let parsed = match v.split_once(':') {
+            None if v == "caller" => Some(Approver::Caller),
+            Some(("group", g)) if !g.trim().is_empty() => {
+                Some(Approver::Group(g.trim().to_owned()))
+            }
+            Some(("identity", i)) if !i.trim().is_empty() => {
+                Some(Approver::Identity(i.trim().to_owned()))
+            }
+            _ => None,
+        };
+        match parsed {
+            Some(a) => out.push(a),
+            None => {
+                let fix = if v.contains(':') {
+                    APPROVER_EXAMPLE.to_owned()
+                } else {
+                    format!("write \"identity:{v}\" for a person, or \"group:{v}\" for a group")
+                };
+                reader.report_text(
+                    &text.field.clone(),
+                    &text,
+                    "is not caller, group:NAME or identity:NAME",
+                    fix,
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `annotations` of an ask rule: tool annotation names that, when `true`, make the rule apply.
+fn read_annotations(
+    reader: &mut Reader<'_>,
+    field: &str,
+    item: Option<&Item<'_>>,
+    is_ask: bool,
+) -> Vec<String> {
+    let Some(item) = item else {
+        return Vec::new();
+    };
+    if !is_ask {
+        reader.report_value(
+            field,
+            item,
+            Show::Value,
+            "only an ask rule can match annotations (an upstream's annotations may make a call need approval, never exempt one)",
+            "remove annotations, or write effect = \"ask\"",
+        );
+        return Vec::new();
+    }
+    let example = "write e.g. annotations = [\"destructiveHint\", \"openWorldHint\"]";
+    let texts = reader
+        .string_list(field, item, Show::Value, example)
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(texts.len());
+    for text in texts {
+        if ASK_ANNOTATIONS.contains(&text.value.as_str()) {
+            out.push(text.value);
+        } else {
+            let fix = match closest(&text.value, ASK_ANNOTATIONS) {
+                Some(near) => format!("did you mean {near:?}?"),
+                None => format!("the annotations are {}", ASK_ANNOTATIONS.join(", ")),
+            };
+            reader.report_text(&text.field.clone(), &text, "is not a tool annotation", fix);
+        }
+    }
+    out
 }
 
 /// The values of `texts`, reporting the empty ones.
@@ -541,6 +685,63 @@ mod tests {
     }
 
     #[test]
+    fn an_ask_rule_reads_its_approvers_and_annotations_and_defaults_to_the_caller() {
+        let c = load(
+            r#"
+[[rules]]
+name = "push-needs-ops"
+effect = "ask"
+tools = ["git__push*"]
+approvers = ["caller", "group:ops", "identity:alice"]
+
+[[rules]]
+effect = "ask"
+annotations = ["destructiveHint", "openWorldHint"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.rules[0].effect, RuleEffect::Ask);
+        assert_eq!(
+            c.rules[0].approvers,
+            [
+                Approver::Caller,
+                Approver::Group("ops".into()),
+                Approver::Identity("alice".into())
+            ]
+        );
+        assert_eq!(c.rules[1].approvers, [Approver::Caller]);
+        assert_eq!(c.rules[1].annotations, ["destructiveHint", "openWorldHint"]);
+        assert_eq!(c.rules[1].approvers[0].as_text(), "caller");
+        assert_eq!(c.rules[0].approvers[1].as_text(), "group:ops");
+    }
+
+    #[test]
+    fn ask_only_keys_and_bad_approvers_are_refused_at_their_place() {
+        let e = errors("[[rules]]\neffect = \"allow\"\napprovers = [\"caller\"]\n").join("\n");
+        assert!(
+            e.contains("rules[0].approvers") && e.contains("only an ask rule"),
+            "{e}"
+        );
+        let e = errors("[[rules]]\neffect = \"deny\"\nannotations = [\"destructiveHint\"]\n")
+            .join("\n");
+        assert!(e.contains("never exempt"), "{e}");
+        let e = errors("[[rules]]\neffect = \"ask\"\napprovers = [\"alice\"]\n").join("\n");
+        assert!(
+            e.contains("identity:alice") && e.contains("group:alice"),
+            "{e}"
+        );
+        let e = errors("[[rules]]\neffect = \"ask\"\napprovers = []\n").join("\n");
+        assert!(e.contains("names nobody"), "{e}");
+        let e =
+            errors("[[rules]]\neffect = \"ask\"\nannotations = [\"destructivehint\"]\n").join("\n");
+        assert!(e.contains("did you mean \"destructiveHint\""), "{e}");
+        let e = errors("[[rules]]\neffect = \"ask\"\nprompts = [\"*\"]\n").join("\n");
+        assert!(e.contains("holds tool calls only"), "{e}");
+        let e = errors("[[rules]]\neffect = \"ask\"\nexplain = true\n").join("\n");
+        assert!(e.contains("only a deny rule can explain"), "{e}");
+    }
+
+    #[test]
     fn rules_load_in_file_order_with_every_field() {
         let c = load(
             r#"
@@ -617,8 +818,8 @@ identities = [""]
                 "m.toml:9:20: error: rules[0].servers[1] = \"nope\": names no configured server; the servers are git, time",
                 "m.toml:10:10: error: rules[0].tools[0] = \"[abc\": is not a valid pattern (unclosed character class; missing ']'); patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *",
                 "m.toml:10:18: error: rules[0].tools[1] = \"\": is not a valid pattern (an empty pattern matches nothing); patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *",
-                "m.toml:12:1: error: rules[1]: has no effect; write effect = \"allow\" or effect = \"deny\"",
-                "m.toml:16:10: error: rules[2].effect = \"alow\": is not one of allow, deny; did you mean \"allow\"?",
+                "m.toml:12:1: error: rules[1]: has no effect; write effect = \"allow\", \"deny\" or \"ask\"",
+                "m.toml:16:10: error: rules[2].effect = \"alow\": is not one of allow, deny, ask; did you mean \"allow\"?",
                 "m.toml:18:1: error: rules[2].users: unknown key; write identities = [\"NAME\", ...]",
                 "m.toml:19:15: error: rules[2].identities[0] = \"\": is empty; write e.g. identities = [\"alice\", \"ci-bot\"]",
             ]

@@ -4,8 +4,8 @@
 //! serve with a rule missing.
 
 use manifold_config::Config;
-use manifold_config::access::{AccessRule, RateLimit, RuleEffect};
-use manifold_gateway::policy::{Effect, Policy, RuleSpec};
+use manifold_config::access::{AccessRule, Approver as ConfigApprover, RateLimit, RuleEffect};
+use manifold_gateway::policy::{Approver, Effect, Policy, RuleSpec};
 use manifold_gateway::rate_limit::{Limit, RateLimitSpec, RateLimits, ToolLimitSpec};
 
 /// The core's rules and rate limits for a configuration.
@@ -39,6 +39,7 @@ fn rule_spec(rule: &AccessRule) -> RuleSpec {
         effect: match rule.effect {
             RuleEffect::Allow => Effect::Allow,
             RuleEffect::Deny => Effect::Deny,
+            RuleEffect::Ask => Effect::Ask,
         },
         explain: rule.explain,
         identities: rule.identities.clone(),
@@ -49,6 +50,16 @@ fn rule_spec(rule: &AccessRule) -> RuleSpec {
         tools: rule.tools.clone(),
         resources: rule.resources.clone(),
         prompts: rule.prompts.clone(),
+        approvers: rule
+            .approvers
+            .iter()
+            .map(|a| match a {
+                ConfigApprover::Caller => Approver::Caller,
+                ConfigApprover::Group(g) => Approver::Group(g.clone()),
+                ConfigApprover::Identity(i) => Approver::Identity(i.clone()),
+            })
+            .collect(),
+        annotations: rule.annotations.clone(),
     }
 }
 
