@@ -21,6 +21,8 @@ pub struct WebhookAnnouncer {
 
 impl WebhookAnnouncer {
     pub fn new(url: &str) -> WebhookAnnouncer {
+        // Another part of the process may have installed a provider already; either way one is set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .timeout(WEBHOOK_TIMEOUT)
             .build()
