@@ -468,11 +468,15 @@ fn not_pending(row: &LedgerEntry) -> Failure {
 
 /// Whether `name` may answer `row`: by `identity:NAME`, by `group:G` for a group one of `name`'s
 /// unrevoked API keys carries, or by `caller` when `name` is the row's caller. A caller answers
-/// their own call only under `caller`: neither their identity nor their groups let them.
+/// their own call only under `caller`: neither their identity nor their groups let them. A call
+/// without an identity (authentication off) under `caller` is answered by whoever runs this: every
+/// caller is the same anonymous one then, and only the person at this machine can reach the store.
 fn may_answer(row: &LedgerEntry, name: &str, groups: &[String]) -> Result<(), Failure> {
     let callers_allowed = row.approvers.iter().any(|a| a == CALLER_APPROVER);
     let own = row.caller.as_deref() == Some(name);
-    let allowed = if own {
+    let allowed = if callers_allowed && row.caller.is_none() {
+        true
+    } else if own {
         callers_allowed
     } else {
         row.approvers.iter().any(|a| {
@@ -636,6 +640,16 @@ mod tests {
             Err(Failure::Failed(e)) => format!("failed: {}", e.message),
             Ok(()) => "allowed".to_owned(),
         }
+    }
+
+    #[test]
+    fn an_anonymous_callers_question_under_caller_is_answered_by_whoever_runs_the_command() {
+        let mut anonymous = row(&["caller"]);
+        anonymous.caller = None;
+        assert!(may_answer(&anonymous, "operator", &[]).is_ok());
+        let mut others_only = row(&["identity:bob"]);
+        others_only.caller = None;
+        assert!(may_answer(&others_only, "operator", &[]).is_err());
     }
 
     #[test]

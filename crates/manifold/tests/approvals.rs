@@ -389,14 +389,27 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    // A question only the caller may answer, from a client that cannot be asked and a caller
-    // with no identity: nobody can answer it.
-    let report = run_client(
+    // A question only the caller may answer, from a client that cannot be asked, without
+    // authentication: whoever runs manifold approvals answers for the anonymous caller.
+    let client = spawn_client(
         Driver::Python,
         &json!({"url": gateway.url, "mode": "legacy", "answer": null, "calls": [echo("x")]}),
     );
-    let data = assert_refused(&report["calls"][0], "not_configured");
-    assert!(data["approval_id"].is_null());
+    let id = pending_id(&config);
+    let (code, out) = approvals_cli(
+        &config,
+        &["deny", &id, "--as", "operator", "--reason", "not today"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let report = report_of(client);
+    let data = assert_refused(&report["calls"][0], "rejected");
+    assert_eq!(data["approval_id"], id.as_str());
+    assert_eq!(data["route"], "out_of_band");
+    let message = report["calls"][0]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("operator rejected it (not today)"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

@@ -304,24 +304,14 @@ impl Approvals {
         let caller_may = call.ask.approvers.contains(&Approver::Caller);
         let inline_legacy = caller_may && !modern && asks_forms(ctx);
         let inline_modern = caller_may && modern && asks_forms(ctx);
-        let someone_else = call
-            .ask
-            .approvers
-            .iter()
-            .any(|a| !matches!(a, Approver::Caller))
-            || caller.is_some();
         let channel = if inline_legacy {
             ledger::CHANNEL_ELICITATION
         } else if inline_modern {
             ledger::CHANNEL_INPUT_REQUIRED
-        } else if self.ledger.is_shared() && someone_else {
+        } else if self.ledger.is_shared() {
             ledger::CHANNEL_OUT_OF_BAND
         } else {
-            let why = if !self.ledger.is_shared() {
-                "the client cannot be asked (it declared no elicitation, or the caller may not approve), and approvals are kept in this gateway's memory only, so no one else can answer"
-            } else {
-                "the client cannot be asked (it declared no elicitation) and only the caller may approve, but the caller has no identity to answer as (authentication is off)"
-            };
+            let why = "the client cannot be asked (it declared no elicitation, or the caller may not approve), and approvals are kept in this gateway's memory only, so no one else can answer";
             return Verdict::Refuse(self.refusal(
                 ctx,
                 request,
