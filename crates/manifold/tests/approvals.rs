@@ -1,7 +1,7 @@
 //! Why: a call an ask rule holds must run only on a person's explicit yes, through whichever channel
 //! the call has, and end otherwise with an error that says why. These tests put `manifold serve` in
 //! front of the Python SDK server (over stdio) with ask rules, drive it with the real Python SDK client
-//! (legacy and modern era) and the real TypeScript SDK client, answer out-of-band questions with
+//! (legacy and modern era) and the real TypeScript SDK clients (1.x; 2.x in both eras), answer out-of-band questions with
 //! `manifold approvals` in another process, receive the webhook in a test server, cancel a call while
 //! its question is open, and restart the gateway while a call is held.
 
@@ -105,7 +105,10 @@ fn setup(webhook: Option<&str>) -> (ScratchDir, std::path::PathBuf, Gateway) {
 #[derive(Debug, Clone, Copy)]
 enum Driver {
     Python,
+    /// The TypeScript SDK 1.x client (legacy era only).
     TypeScript,
+    /// The TypeScript SDK 2.x client, in the plan's mode.
+    TypeScriptV2,
 }
 
 /// Starts a client with a plan; its report comes from [`report_of`].
@@ -117,13 +120,19 @@ fn spawn_client(driver: Driver, plan: &Value) -> ChildGuard {
             c.arg(scripts.join("approval_py_client.py"));
             c
         }
-        Driver::TypeScript => {
+        Driver::TypeScript | Driver::TypeScriptV2 => {
             let mut c = Command::new(node().unwrap());
             c.arg(scripts.join("approval_ts_client.mjs"));
             c
         }
     };
+    let sdk = if matches!(driver, Driver::TypeScriptV2) {
+        "v2"
+    } else {
+        "v1"
+    };
     let mut plan = plan.clone();
+    plan["sdk"] = sdk.into();
     plan["modules"] = peers_dir()
         .unwrap()
         .join("node_modules")
@@ -299,6 +308,12 @@ async fn a_modern_python_client_answers_the_question_through_input_required() {
 #[tokio::test]
 async fn the_typescript_sdk_client_accepts_declines_and_dismisses_the_question_inline() {
     inline_outcomes(Driver::TypeScript, "legacy", "elicitation").await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_v2_client_answers_the_question_in_both_eras() {
+    inline_outcomes(Driver::TypeScriptV2, "legacy", "elicitation").await;
+    inline_outcomes(Driver::TypeScriptV2, "auto", "input_required").await;
 }
 
 /// One HTTP request received by a throwaway server: its body.
