@@ -265,13 +265,15 @@ impl Gateway {
         {
             return Message::error(id.cloned(), &down.to_error_object());
         }
-        // A retry resuming a held call (its requestState sealed here) passed this stage already.
-        let resumes_held = ctx.client.revision.era() == Era::Modern
-            && request
-                .params_str(&["requestState"])
-                .is_some_and(|s| self.inner.held.issued(&s));
         let (request, approval) = match ask {
-            Some(ask) if !resumes_held => {
+            // A retry resuming a held call (its requestState sealed here) passed this stage
+            // already. Calls no ask rule matched never reach this test.
+            Some(ask)
+                if !(ctx.client.revision.era() == Era::Modern
+                    && request
+                        .params_str(&["requestState"])
+                        .is_some_and(|s| self.inner.held.issued(&s))) =>
+            {
                 let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
                 let held = crate::approval::HeldCall {
                     ask: &ask,

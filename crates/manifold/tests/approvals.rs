@@ -383,6 +383,20 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
         "progress names the approval and where to answer: {progress:?}"
     );
     assert_eq!(ledger_row(&config, &id)["state"], "used");
+    let metrics_url = gateway.url.replace("/mcp", "/metrics");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let metrics = reqwest::get(&metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            r#"manifold_approvals_total{upstream="py",channel="out_of_band",outcome="approved"} 1"#
+        ),
+        "{metrics}"
+    );
     // The audit trail has the decision on the call's row.
     let on_record = format!("{id} approved by ops via out_of_band");
     let started = Instant::now();

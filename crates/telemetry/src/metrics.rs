@@ -107,6 +107,33 @@ pub fn count_egress(upstream: &str, decision: EgressDecision) {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApprovalLabels {
+    upstream: String,
+    channel: &'static str,
+    outcome: &'static str,
+}
+
+/// The approval stage runs inside the gateway's call path, which holds no `Metrics`; like egress
+/// decisions, its outcomes count into one process-wide family every registry exposes.
+fn approval_family() -> &'static Family<ApprovalLabels, Counter> {
+    static FAMILY: OnceLock<Family<ApprovalLabels, Counter>> = OnceLock::new();
+    FAMILY.get_or_init(Family::default)
+}
+
+/// Counts how one approval question ended: `channel` is `elicitation`, `input_required`,
+/// `out_of_band` or `none`; `outcome` is `approved`, `rejected`, `timed_out`, `cancelled` or
+/// `not_configured` (static names, and a configured server name, so the labels stay bounded).
+pub fn count_approval(upstream: &str, channel: &'static str, outcome: &'static str) {
+    approval_family()
+        .get_or_create(&ApprovalLabels {
+            upstream: upstream.to_owned(),
+            channel,
+            outcome,
+        })
+        .inc();
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
 }
@@ -455,6 +482,11 @@ impl Metrics {
             "Requests from sandboxed servers to their egress proxy, by upstream and decision (allowed, refused_host, refused_address, bad_request, idle_timeout)",
             egress_family().clone(),
         );
+        registry.register(
+            "manifold_approvals",
+            "Approval questions of ask rules, by upstream, channel (elicitation, input_required, out_of_band, none) and outcome (approved, rejected, timed_out, cancelled, not_configured)",
+            approval_family().clone(),
+        );
         let audit = AuditMetrics {
             queue_depth: audit_queue_depth,
             write: audit_write,
@@ -682,6 +714,31 @@ mod tests {
             Some("1")
         );
         assert!(!text.contains("made-up"), "{text}");
+    }
+
+    #[test]
+    fn approval_outcomes_are_counted_by_upstream_channel_and_outcome() {
+        let m = Metrics::new();
+        count_approval("approval-test-upstream", "out_of_band", "approved");
+        count_approval("approval-test-upstream", "elicitation", "rejected");
+        count_approval("approval-test-upstream", "elicitation", "rejected");
+        let text = m.encode(&Snapshot::default());
+        assert_eq!(
+            sample(
+                &text,
+                r#"manifold_approvals_total{upstream="approval-test-upstream",channel="elicitation",outcome="rejected"}"#
+            )
+            .as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"manifold_approvals_total{upstream="approval-test-upstream",channel="out_of_band",outcome="approved"}"#
+            )
+            .as_deref(),
+            Some("1")
+        );
     }
 
     #[test]

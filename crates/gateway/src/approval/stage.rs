@@ -752,11 +752,8 @@ impl Approvals {
             "{} approved by {by} via {}",
             entry.id, entry.channel
         ));
-        let channel = match entry.channel.as_str() {
-            ledger::CHANNEL_ELICITATION => ledger::CHANNEL_ELICITATION,
-            ledger::CHANNEL_INPUT_REQUIRED => ledger::CHANNEL_INPUT_REQUIRED,
-            _ => ledger::CHANNEL_OUT_OF_BAND,
-        };
+        let channel = channel_name(&entry.channel);
+        manifold_telemetry::metrics::count_approval(call.server, channel, "approved");
         Verdict::Run {
             request: request.clone(),
             approval: Granted {
@@ -937,6 +934,16 @@ impl Approvals {
             Err(_) => object,
         };
         Message::error(request.id().cloned(), &object)
+    }
+}
+
+/// A channel as a static name, for metrics (`none`: the question could not be put).
+fn channel_name(channel: &str) -> &'static str {
+    match channel {
+        ledger::CHANNEL_ELICITATION => ledger::CHANNEL_ELICITATION,
+        ledger::CHANNEL_INPUT_REQUIRED => ledger::CHANNEL_INPUT_REQUIRED,
+        ledger::CHANNEL_OUT_OF_BAND => ledger::CHANNEL_OUT_OF_BAND,
+        _ => "none",
     }
 }
 
