@@ -124,6 +124,42 @@ pub enum Command {
         /// The JSON file to convert.
         file: PathBuf,
     },
+    /// Add a server to manifold.toml, keeping its comments: `manifold add NAME URL` or `manifold add NAME -- COMMAND ARGS...`.
+    Add {
+        /// The server's name (its `[servers.NAME]` section, and its tools' prefix by default).
+        name: String,
+        /// An HTTP server's URL (Streamable HTTP or legacy SSE).
+        url: Option<String>,
+        /// A stdio server's command and arguments, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
+        /// An environment variable of a stdio server, `KEY=VALUE` (repeatable; `${VAR}` is read at start).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// A header of an HTTP server, `NAME=VALUE` (repeatable).
+        #[arg(long = "header", value_name = "NAME=VALUE")]
+        headers: Vec<String>,
+        /// The prefix of its exposed names (default: the server's name).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// The configuration file (default: ./manifold.toml, created when missing).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+    },
+    /// Remove a server's section from manifold.toml.
+    Remove {
+        name: String,
+        /// The configuration file (default: ./manifold.toml).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+    },
+    /// Print a shell completion script: `manifold completions bash > /etc/bash_completion.d/manifold`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page, or write one per command with --out-dir.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Act as the client for the official conformance suite (`conformance client --command "manifold conformance-client"`).
     #[command(hide = true)]
     ConformanceClient {

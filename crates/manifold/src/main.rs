@@ -9,8 +9,10 @@ mod approvals_commands;
 mod args;
 mod audit_commands;
 mod audit_trail;
+mod cli_reference;
 mod client;
 mod config_commands;
+mod config_edit;
 mod doctor;
 mod exposure;
 mod gateway_config;
@@ -100,6 +102,28 @@ fn main() -> ExitCode {
             Command::Pins { action } => pins_commands::run(action).await,
             Command::Approvals { action } => approvals_commands::run(action).await,
             Command::Prompt { target, args } => client::prompt(target, args).await,
+            Command::Add {
+                name,
+                url,
+                command,
+                env,
+                headers,
+                prefix,
+                config,
+            } => config_edit::add(
+                config.as_deref(),
+                &config_edit::NewServer {
+                    name: name.clone(),
+                    url: url.clone(),
+                    command: command.clone(),
+                    env: env.clone(),
+                    headers: headers.clone(),
+                    prefix: prefix.clone(),
+                },
+            ),
+            Command::Remove { name, config } => config_edit::remove(config.as_deref(), name),
+            Command::Completions { shell } => cli_reference::completions(*shell),
+            Command::Man { out_dir } => cli_reference::man(out_dir.as_deref()),
             Command::ConformanceClient { url } => client::conformance::run(url).await,
         }
     });

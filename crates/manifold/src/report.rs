@@ -67,6 +67,7 @@ impl From<UpstreamError> for CliError {
 }
 
 /// How a command ended.
+#[derive(Debug)]
 pub enum Outcome {
     Success,
     ToolError,
