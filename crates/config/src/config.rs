@@ -31,6 +31,9 @@ pub struct Config {
     /// Per server: how many times idempotent tool calls are retried, and which tools count as
     /// idempotent beyond their `idempotentHint`.
     pub retries: crate::load::retry_policy::RetrySettings,
+    /// Per server and upstream tool: the exposed name, title, description and annotations shown
+    /// instead of the upstream's (`[servers.NAME.overrides.TOOL]`).
+    pub overrides: crate::load::overrides::Overrides,
     /// The `[store]` section: SQLite in `data_dir` (default) or a PostgreSQL URL.
     pub store: crate::load::store::StoreSettings,
     /// The `[audit]` section: the audit trail in the store (on, best effort, by default).
@@ -57,6 +60,7 @@ impl Config {
             lifecycle: crate::load::lifecycle::LifecycleSettings::default(),
             telemetry: crate::load::telemetry::TelemetrySettings::default(),
             retries: crate::load::retry_policy::RetrySettings::default(),
+            overrides: crate::load::overrides::Overrides::default(),
             store: crate::load::store::StoreSettings::default(),
             audit: crate::load::audit::AuditSettings::default(),
             approvals: crate::load::approvals::ApprovalSettings::default(),

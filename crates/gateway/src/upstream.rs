@@ -80,6 +80,9 @@ pub struct UpstreamDefinition {
     /// closures themselves cannot be compared). Whoever replaces the closures sets it, so that
     /// a reload can tell whether the filters changed.
     pub tools_key: String,
+    /// What is shown of its tools instead of what it says (`catalog/overrides.rs`), by the
+    /// upstream's tool name.
+    pub tool_overrides: Arc<crate::catalog::overrides::ToolOverrides>,
 }
 
 /// How a failed upstream is brought back.
@@ -136,6 +139,7 @@ impl UpstreamDefinition {
             lazy: false,
             idle_shutdown: None,
             tools_key: String::new(),
+            tool_overrides: Arc::default(),
         }
     }
 
@@ -156,6 +160,7 @@ impl UpstreamDefinition {
             && self.lazy == other.lazy
             && self.idle_shutdown == other.idle_shutdown
             && self.max_retries == other.max_retries
+            && self.tool_overrides == other.tool_overrides
     }
 
     /// The idle limit that applies: only lazy upstreams are stopped when idle.

@@ -136,6 +136,22 @@ pub fn upstream_definitions(config: &Config, stored: &Stored) -> Vec<UpstreamDef
             def.timeout = s.timeout;
             def.max_timeout = Some(s.max_timeout);
             def.client_capabilities = FORWARDED_CAPABILITIES.to_owned();
+            def.tool_overrides = Arc::new(
+                config
+                    .overrides
+                    .of(&s.name)
+                    .into_iter()
+                    .map(|(tool, o)| {
+                        let o = manifold_gateway::catalog::overrides::ToolOverride {
+                            name: o.name,
+                            title: o.title,
+                            description: o.description,
+                            annotations: o.annotations,
+                        };
+                        (tool, o)
+                    })
+                    .collect(),
+            );
             let tools = s.tools.clone();
             let retry = config.retries.of(&s.name);
             // The filters' canonical form, so a reload can tell whether they changed.

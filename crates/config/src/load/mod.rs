@@ -7,6 +7,7 @@ mod auth;
 mod default_sandbox;
 mod gateway;
 pub(crate) mod lifecycle;
+pub(crate) mod overrides;
 mod reader;
 pub(crate) mod retry_policy;
 mod rules;
@@ -103,6 +104,7 @@ pub(crate) fn load_text(
     let lifecycle = lifecycle::read_lifecycle(&mut reader, root, &servers);
     let telemetry = telemetry::read_telemetry(&mut reader, root.get("telemetry"));
     let retries = retry_policy::read_retry_policy(&mut reader, root);
+    let overrides = overrides::read_overrides(&mut reader, root);
     let store = store::read_store(&mut reader, root.get("store"));
     let audit = audit::read_audit(&mut reader, root.get("audit"));
     let approvals = approvals::read_approvals(&mut reader, root.get("approvals"));
@@ -114,6 +116,7 @@ pub(crate) fn load_text(
     config.auth = auth;
     config.telemetry = telemetry;
     config.retries = retries;
+    config.overrides = overrides;
     config.store = store;
     config.audit = audit;
     config.approvals = approvals;

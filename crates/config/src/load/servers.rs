@@ -53,6 +53,8 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     // Read by load/retry_policy.rs.
     "retries",
     "idempotent_tools",
+    // Read by load/overrides.rs.
+    "overrides",
 ];
 
 const STDIO_ONLY: &[&str] = &["args", "env", "env_allow", "cwd", "scope", "idle_shutdown"];

@@ -95,9 +95,19 @@ impl Catalog {
                 }
             }
         }
-        let tool_names = NameTable::build(
+        let mut tool_names = NameTable::build(
             rules,
             tool_entries.iter().map(|(s, p, n)| (*s, *p, n.as_str())),
+            reserved,
+        )?;
+        tool_names.rename(
+            upstreams.iter().flat_map(|u| {
+                u.def.tool_overrides.iter().filter_map(|(tool, o)| {
+                    o.name
+                        .as_deref()
+                        .map(|name| (u.def.name.as_str(), tool.as_str(), name))
+                })
+            }),
             reserved,
         )?;
         let prompt_names = NameTable::build(
@@ -147,7 +157,10 @@ impl Catalog {
                     }
                     continue;
                 }
-                if let Some(e) = named(t.get(), &catalog.tool_names, "tool") {
+                if let Some(mut e) = named(t.get(), &catalog.tool_names, "tool") {
+                    if let Some(o) = u.def.tool_overrides.get(&e.original) {
+                        e.raw = super::overrides::apply(&e.raw, o);
+                    }
                     catalog
                         .tool_index
                         .insert(e.exposed.clone(), catalog.tools.len());

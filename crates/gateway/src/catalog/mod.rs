@@ -3,6 +3,7 @@
 pub mod build;
 pub mod hygiene;
 pub mod naming;
+pub mod overrides;
 pub mod suggest;
 pub mod uri;
 pub mod uri_normal;

@@ -150,30 +150,67 @@ impl NameTable {
                 server: server.to_owned(),
                 original: original.to_owned(),
             };
-            let clash = table
-                .reverse
-                .get(&exposed)
-                .filter(|o| **o != origin)
-                .cloned()
-                .or_else(|| {
-                    reserved.contains(&exposed.as_str()).then(|| Origin {
-                        server: "manifold".to_owned(),
-                        original: exposed.clone(),
-                    })
-                });
-            if let Some(first) = clash {
-                return Err(NameCollision {
-                    exposed,
-                    first_server: first.server,
-                    first_name: first.original,
-                    second_server: origin.server,
-                    second_name: origin.original,
-                });
-            }
-            table.reverse.insert(exposed.clone(), origin.clone());
-            table.forward.insert(origin, exposed);
+            table.claim(exposed, origin, reserved)?;
         }
         Ok(table)
+    }
+
+    /// Gives `origin` the exposed name `exposed`, unless another origin or a reserved name has it.
+    fn claim(
+        &mut self,
+        exposed: String,
+        origin: Origin,
+        reserved: &[&str],
+    ) -> Result<(), NameCollision> {
+        let clash = self
+            .reverse
+            .get(&exposed)
+            .filter(|o| **o != origin)
+            .cloned()
+            .or_else(|| {
+                reserved.contains(&exposed.as_str()).then(|| Origin {
+                    server: "manifold".to_owned(),
+                    original: exposed.clone(),
+                })
+            });
+        if let Some(first) = clash {
+            return Err(NameCollision {
+                exposed,
+                first_server: first.server,
+                first_name: first.original,
+                second_server: origin.server,
+                second_name: origin.original,
+            });
+        }
+        self.reverse.insert(exposed.clone(), origin.clone());
+        self.forward.insert(origin, exposed);
+        Ok(())
+    }
+
+    /// Gives the named entries the exposed names an operator chose (`[servers.NAME.overrides]`),
+    /// exactly, in place of the ones `build` made. Entries not in the table are skipped (the
+    /// upstream does not offer that tool now). A chosen name that another entry, another chosen
+    /// name or a reserved name already has is a collision, as in `build`.
+    pub fn rename<'a>(
+        &mut self,
+        renames: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+        reserved: &[&str],
+    ) -> Result<(), NameCollision> {
+        let mut chosen = Vec::new();
+        for (server, original, name) in renames {
+            let origin = Origin {
+                server: server.to_owned(),
+                original: original.to_owned(),
+            };
+            if let Some(old) = self.forward.get(&origin) {
+                self.reverse.remove(old);
+                chosen.push((origin, name.to_owned()));
+            }
+        }
+        for (origin, name) in chosen {
+            self.claim(name, origin, reserved)?;
+        }
+        Ok(())
     }
 
     /// The exposed name of an upstream's name.
@@ -214,6 +251,32 @@ mod tests {
             mode,
             ..NamingRules::default()
         }
+    }
+
+    #[test]
+    fn a_chosen_name_replaces_the_made_one_and_may_not_take_anothers() {
+        let entries = [("git", "git", "push"), ("git", "git", "pull")];
+        let mut t =
+            NameTable::build(&rules(NamingMode::Always), entries, &["manifold_health"]).unwrap();
+        t.rename(
+            [("git", "push", "ship"), ("git", "absent", "x")],
+            &["manifold_health"],
+        )
+        .unwrap();
+        assert_eq!(t.exposed("git", "push"), Some("ship"));
+        assert_eq!(t.resolve("ship").map(|o| o.original.as_str()), Some("push"));
+        assert!(t.resolve("git__push").is_none());
+        assert_eq!(t.len(), 2);
+        let clash = t
+            .clone()
+            .rename([("git", "push", "git__pull")], &[])
+            .unwrap_err();
+        assert_eq!(clash.exposed, "git__pull");
+        assert_eq!(clash.first_name, "pull");
+        let reserved = t
+            .rename([("git", "pull", "manifold_health")], &["manifold_health"])
+            .unwrap_err();
+        assert_eq!(reserved.first_server, "manifold");
     }
 
     #[test]
