@@ -111,6 +111,20 @@ annotations = ["destructiveHint"]
     );
     assert_eq!(find("py__add").unwrap()["description"], "Adds two numbers.");
 
+    // The pin is the server's own definition, under its own name and words.
+    let config_text = config.to_string_lossy().into_owned();
+    let (pins, pinned) = until("the server's tools were not pinned", || {
+        let text = manifold(&["pins", "list", "py", "--json", "--config", &config_text]);
+        let pins: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let definition = pins["pins"]["py"]["echo"]["definition"]
+            .as_str()?
+            .to_owned();
+        Some((pins, serde_json::from_str::<Value>(&definition).unwrap()))
+    });
+    assert_eq!(pinned["name"], "echo");
+    assert_ne!(pinned["description"], "Repeats the message, word for word.");
+    assert!(pins["pins"]["py"].get("say").is_none(), "{pins}");
+
     // Not destructive: runs at once.
     let sum = manifold(&["call", &url, "py__add", "--arg", "a=2", "--arg", "b=3"]);
     assert_eq!(sum.trim(), "5");
