@@ -124,6 +124,14 @@ pub enum Command {
         /// The JSON file to convert.
         file: PathBuf,
     },
+    /// Print a server's tools (or every tool Manifold exposes) as an AI API's tool definitions: `manifold export --format openai URL`.
+    Export {
+        /// Whose tool format: OpenAI Chat Completions, Anthropic Messages, or Gemini.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Add a server to manifold.toml, keeping its comments: `manifold add NAME URL` or `manifold add NAME -- COMMAND ARGS...`.
     Add {
         /// The server's name (its `[servers.NAME]` section, and its tools' prefix by default).
@@ -166,6 +174,17 @@ pub enum Command {
         /// The URL of the suite's mock server.
         url: String,
     },
+}
+
+/// The tool-definition formats `manifold export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// `tools` of OpenAI Chat Completions: `{"type":"function","function":{name, description, parameters}}`.
+    Openai,
+    /// `tools` of Anthropic Messages: `{name, description, input_schema}`.
+    Anthropic,
+    /// `tools` of Gemini: `[{"functionDeclarations":[{name, description, parametersJsonSchema}]}]`.
+    Gemini,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]

@@ -102,6 +102,7 @@ fn main() -> ExitCode {
             Command::Pins { action } => pins_commands::run(action).await,
             Command::Approvals { action } => approvals_commands::run(action).await,
             Command::Prompt { target, args } => client::prompt(target, args).await,
+            Command::Export { format, target } => client::export::export(*format, target).await,
             Command::Add {
                 name,
                 url,

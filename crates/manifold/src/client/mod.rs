@@ -6,6 +6,7 @@
 
 pub mod arguments;
 pub mod conformance;
+pub mod export;
 pub mod render;
 pub mod target;
 pub mod terminal;
