@@ -487,3 +487,70 @@ async fn a_cancelled_hold_marks_its_question_cancelled() {
     }
     panic!("the question was not marked cancelled");
 }
+
+#[tokio::test]
+async fn a_question_approved_from_outside_while_the_modern_client_was_asked_runs_on_its_accept() {
+    let ledger = Arc::new(MemoryLedger::shared());
+    let approvals = stage(Arc::clone(&ledger), Duration::from_secs(30));
+    let c = ctx(
+        Revision::V2026_07_28,
+        ELICITS,
+        ScriptedClient::new(None, Duration::ZERO),
+        Some("ada"),
+    );
+    let rule = ask(vec![Approver::Caller, Approver::Group("ops".to_owned())]);
+    let state = modern_question(&approvals, &c, &rule, &push("main")).await;
+    let id = ledger.list(true, 1).await.unwrap()[0].id.clone();
+    assert!(
+        ledger
+            .transition(Transition {
+                id: &id,
+                from: ledger::PENDING,
+                to: ledger::APPROVED,
+                by: Some("grace"),
+                at_ms: 1,
+                note: None,
+            })
+            .await
+            .unwrap()
+    );
+    let verdict = approvals
+        .hold(
+            &c,
+            &request(2, &retry(&push("main"), &state, "accept")),
+            call(&rule),
+        )
+        .await;
+    let Verdict::Run { approval, .. } = verdict else {
+        panic!("expected the call to run, got {verdict:?}");
+    };
+    assert_eq!(approval.approver, "grace");
+    assert_eq!(ledger.get(&id).await.unwrap().unwrap().state, ledger::USED);
+
+    // Approved outside, declined by the caller: the caller's no stands.
+    let state = modern_question(&approvals, &c, &rule, &push("dev")).await;
+    let id = ledger.list(true, 1).await.unwrap()[0].id.clone();
+    ledger
+        .transition(Transition {
+            id: &id,
+            from: ledger::PENDING,
+            to: ledger::APPROVED,
+            by: Some("grace"),
+            at_ms: 1,
+            note: None,
+        })
+        .await
+        .unwrap();
+    let verdict = approvals
+        .hold(
+            &c,
+            &request(3, &retry(&push("dev"), &state, "decline")),
+            call(&rule),
+        )
+        .await;
+    assert_eq!(data(&verdict)["outcome"], "rejected");
+    assert_eq!(
+        ledger.get(&id).await.unwrap().unwrap().state,
+        ledger::REJECTED
+    );
+}

@@ -618,10 +618,12 @@ impl Approvals {
         let held = Duration::from_millis(
             u64::try_from(now_ms().saturating_sub(row.created_at_ms)).unwrap_or(0),
         );
-        if row.state != ledger::PENDING {
+        // Approved already (an approver answered from `manifold approvals` while the client was
+        // asked): the client's accept uses it.
+        if row.state != ledger::PENDING && row.state != ledger::APPROVED {
             return Verdict::Refuse(self.refusal_for_row(ctx, request, call, &row, held, window));
         }
-        if now_ms() > row.expires_at_ms {
+        if row.state == ledger::PENDING && now_ms() > row.expires_at_ms {
             return self
                 .settle(
                     ctx,
@@ -650,6 +652,33 @@ impl Approvals {
         let Some(stripped) = stripped else {
             return fail("the retry's params are not an object".to_owned());
         };
+        // Approved outside the client, but the caller said no here: the caller's no stands.
+        if row.state == ledger::APPROVED
+            && let Some(action) = answer.as_deref().filter(|a| *a != "accept")
+        {
+            let (to, note) = if action == "decline" {
+                (ledger::REJECTED, "declined in the client")
+            } else {
+                (
+                    ledger::CANCELLED,
+                    "the question was dismissed in the client",
+                )
+            };
+            let _ = self
+                .ledger
+                .transition(Transition {
+                    id: &row.id,
+                    from: ledger::APPROVED,
+                    to,
+                    by: Some(&by),
+                    at_ms: now_ms(),
+                    note: Some(note),
+                })
+                .await;
+            return self
+                .refusal_now(ctx, request, call, &row, held, window)
+                .await;
+        }
         match answer.as_deref() {
             Some("accept") => {
                 self.grant(ctx, &stripped, call, &row, &by, held, window)
@@ -712,6 +741,15 @@ impl Approvals {
             })
             .await;
         if !matches!(answered, Ok(true)) {
+            // Someone the rule names approved it first, outside the client: that yes counts.
+            if let Ok(Some(row)) = self.ledger.get(&entry.id).await
+                && row.state == ledger::APPROVED
+            {
+                let by = row.answered_by.unwrap_or_else(|| "an approver".to_owned());
+                return self
+                    .use_approval(ctx, request, call, entry, &by, held, window)
+                    .await;
+            }
             return self
                 .refusal_now(ctx, request, call, entry, held, window)
                 .await;
