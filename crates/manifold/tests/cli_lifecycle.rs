@@ -537,18 +537,20 @@ async fn census_nothing_the_gateway_started_survives_it() {
     .concat();
     write_config(&config, &base);
     let root = cgroup_v2_root();
-    // What a gateway killed outright leaves: its cgroup, with a process still inside.
+    // What a gateway killed outright leaves: its cgroup, holding a sandboxed server's own cgroup
+    // with the server still inside.
     let left_behind = root.as_ref().map(|root| {
         let mut gone = Command::new("true").spawn().unwrap();
         gone.wait().unwrap();
         let stale = root.join(format!("manifold-{}", gone.id()));
-        std::fs::create_dir(&stale).unwrap();
+        let server_cgroup = stale.join(format!("manifold-sandbox-{}-0", gone.id()));
+        std::fs::create_dir_all(&server_cgroup).unwrap();
         let orphan = Command::new("sleep")
             .arg("1000")
             .env(MARKER, format!("orphan@{run}"))
             .spawn()
             .unwrap();
-        std::fs::write(stale.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+        std::fs::write(server_cgroup.join("cgroup.procs"), orphan.id().to_string()).unwrap();
         (stale, orphan)
     });
     let mut gw = Serving::start(&dir, &config);

@@ -1,6 +1,13 @@
 //! One cgroup per sandboxed server, made by the gateway under its own cgroup before spawn (v1
 //! memory/pids/cpu dirs and/or a v2 dir, detected from /proc/self/cgroup and mountinfo), joined by
 //! the launcher first thing, and used both for limits and to kill the server's whole tree on drop.
+//!
+//! A gateway killed outright (SIGKILL, a crash, a container stop) cannot remove its servers'
+//! cgroups. Left alone they pile up, and one whose name a later process with the same pid would
+//! choose makes that process's `mkdir` fail, and with it every limit of that server. So a name
+//! already taken by a cgroup of our own pid is reclaimed (it can only be stale: ids are unique
+//! within a process), and the first server started under a cgroup sweeps the cgroups there whose
+//! owning process is gone.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,8 +22,16 @@ pub const KILL_ROUNDS: usize = 32;
 pub const RMDIR_ATTEMPTS: usize = 200;
 /// Pause between rmdir attempts.
 pub const RMDIR_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+/// Attempts to rmdir a stale cgroup found by a sweep, kept short so a sweep stays quick.
+pub const STALE_RMDIR_ATTEMPTS: usize = 20;
+/// Names tried for one server's cgroup before its hierarchy is given up (each a fresh id).
+pub const NAME_ATTEMPTS: usize = 4;
+/// Prefix of every server cgroup; the owner's pid and a per-process id follow.
+const NAME_PREFIX: &str = "manifold-sandbox-";
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+/// Parent cgroups already swept of stale server cgroups by this process.
+static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
 /// A mounted cgroup hierarchy and the path this process sits at inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,11 +116,6 @@ pub struct Cgroup {
 impl Cgroup {
     /// Makes the server's cgroups and writes its limits; the enforcements say what worked.
     pub fn create(spec: &SandboxSpec) -> (Option<Cgroup>, Vec<Enforcement>) {
-        let name = format!(
-            "manifold-sandbox-{}-{}",
-            std::process::id(),
-            NEXT_ID.fetch_add(1, Ordering::Relaxed)
-        );
         let mut dirs = Vec::new();
         let mut kill_file = None;
         let mut states = vec![
@@ -133,17 +143,16 @@ impl Cgroup {
             if !wanted {
                 continue;
             }
-            let dir = h.own_dir.join(&name);
-            if let Err(e) = std::fs::create_dir(&dir) {
-                let detail = format!(
-                    "mkdir {}: {e}; run the gateway where it may create child cgroups",
-                    dir.display()
-                );
-                for s in states.iter_mut().filter(|s| s.state == State::Missing) {
-                    s.detail = detail.clone();
+            sweep_once(&h.own_dir);
+            let dir = match create_dir(&h.own_dir) {
+                Ok(dir) => dir,
+                Err(detail) => {
+                    for s in states.iter_mut().filter(|s| s.state == State::Missing) {
+                        s.detail = detail.clone();
+                    }
+                    continue;
                 }
-                continue;
-            }
+            };
             if h.v2 && dir.join("cgroup.kill").exists() {
                 kill_file = Some(dir.join("cgroup.kill"));
             }
@@ -201,17 +210,98 @@ impl Cgroup {
     }
 }
 
+/// Makes a fresh server cgroup under `parent`. A name found taken belongs to an earlier process
+/// with our pid, so it is reclaimed; should that fail, the next id is tried.
+fn create_dir(parent: &Path) -> Result<PathBuf, String> {
+    let mut last = String::new();
+    for _ in 0..NAME_ATTEMPTS {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let dir = parent.join(format!("{NAME_PREFIX}{}-{id}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                remove_stale(&dir);
+                if std::fs::create_dir(&dir).is_ok() {
+                    return Ok(dir);
+                }
+                last = format!(
+                    "mkdir {}: a cgroup left by an earlier process with this pid is there and could not be removed",
+                    dir.display()
+                );
+            }
+            Err(e) => {
+                return Err(format!(
+                    "mkdir {}: {e}; run the gateway where it may create child cgroups",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    Err(format!("{last}; remove it by hand (rmdir)"))
+}
+
+/// The pid that made a server cgroup, from its name.
+fn owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(NAME_PREFIX)?;
+    let (pid, id) = rest.split_once('-')?;
+    id.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Removes, the first time this process starts a server under `parent`, the server cgroups
+/// there whose owner is gone, killing what is left in them: those are servers of a gateway that
+/// was killed before it could stop them.
+fn sweep_once(parent: &Path) {
+    {
+        let Ok(mut swept) = SWEPT.lock() else { return };
+        if swept.iter().any(|p| p == parent) {
+            return;
+        }
+        swept.push(parent.to_path_buf());
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(owner) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        remove_stale(&entry.path());
+    }
+}
+
+/// Kills what is in a stale server cgroup and removes it, briefly: one that stays (its processes
+/// will not die, or it holds cgroups of its own) is left for a later sweep.
+fn remove_stale(dir: &Path) {
+    let kill = dir.join("cgroup.kill");
+    let mut stale = Cgroup {
+        dirs: vec![dir.to_path_buf()],
+        kill_file: kill.exists().then_some(kill),
+    };
+    stale.kill_all();
+    remove_dirs(&std::mem::take(&mut stale.dirs), STALE_RMDIR_ATTEMPTS);
+    stale.kill_file = None;
+}
+
+/// Removes each cgroup dir, retrying while its killed processes are still exiting.
+fn remove_dirs(dirs: &[PathBuf], attempts: usize) {
+    for dir in dirs {
+        for _ in 0..attempts {
+            if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                break;
+            }
+            std::thread::sleep(RMDIR_PAUSE);
+        }
+    }
+}
+
 impl Drop for Cgroup {
     fn drop(&mut self) {
         self.kill_all();
-        for dir in &self.dirs {
-            for _ in 0..RMDIR_ATTEMPTS {
-                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-                    break;
-                }
-                std::thread::sleep(RMDIR_PAUSE);
-            }
-        }
+        remove_dirs(&self.dirs, RMDIR_ATTEMPTS);
     }
 }
 

@@ -807,3 +807,81 @@ fn allow_without_namespaces_falls_back_to_no_network_reported_partial() {
     assert!(out.contains("EPERM"), "socket(2) denied: {out}");
     assert!(sh_out(&connect).contains("ok"));
 }
+
+/// Dirs every hierarchy's server cgroups are made in (our own cgroup there).
+fn cgroup_parents() -> Vec<PathBuf> {
+    manifold_sandbox::cgroup::hierarchies()
+        .into_iter()
+        .filter(|h| {
+            h.v2 || h
+                .controllers
+                .iter()
+                .any(|c| matches!(c.as_str(), "memory" | "pids" | "cpu"))
+        })
+        .map(|h| h.own_dir)
+        .collect()
+}
+
+#[test]
+fn cgroups_left_by_an_earlier_process_with_our_pid_do_not_cost_the_limits() {
+    // A gateway killed outright leaves its servers' cgroups; a later process given the same pid
+    // picks the same names.
+    let left: Vec<PathBuf> = cgroup_parents()
+        .iter()
+        .flat_map(|parent| {
+            (0..8)
+                .map(move |id| parent.join(format!("manifold-sandbox-{}-{id}", std::process::id())))
+        })
+        .collect();
+    for dir in &left {
+        let _ = std::fs::create_dir(dir);
+    }
+    let env = Env::new();
+    let hog = "python3 -c 'b=bytearray(256*1024*1024); b[::4096]=b\"x\"*len(b[::4096]); print(\"allocated\")'";
+    let inside = env.sh_in(hog);
+    for dir in &left {
+        let _ = std::fs::remove_dir(dir);
+    }
+    assert!(
+        !inside.contains("allocated") && inside.contains("rc=Some(137)"),
+        "{inside}"
+    );
+}
+
+#[test]
+fn cgroups_of_a_gateway_that_is_gone_are_swept_with_their_processes() {
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let mut orphan = Command::new("sleep").arg("30").spawn().unwrap();
+    let stale: Vec<PathBuf> = cgroup_parents()
+        .iter()
+        .map(|parent| parent.join(format!("manifold-sandbox-{}-0", gone.id())))
+        .collect();
+    for dir in &stale {
+        std::fs::create_dir(dir).unwrap();
+    }
+    std::fs::write(stale[0].join("cgroup.procs"), orphan.id().to_string()).unwrap();
+    let env = Env::new();
+    assert!(env.sh_in("echo started").contains("started"));
+    let still: Vec<&PathBuf> = stale.iter().filter(|d| d.exists()).collect();
+    let until = std::time::Instant::now() + ORPHAN_WAIT;
+    let mut orphan_exit = orphan.try_wait().unwrap();
+    while orphan_exit.is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        orphan_exit = orphan.try_wait().unwrap();
+    }
+    for dir in &still {
+        let _ = std::fs::remove_dir(dir);
+    }
+    if orphan_exit.is_none() {
+        let _ = orphan.kill();
+        let _ = orphan.wait();
+    }
+    assert!(still.is_empty(), "left behind: {still:?}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        orphan_exit.and_then(|s| s.signal()),
+        Some(9),
+        "the orphan is killed by the sweep"
+    );
+}

@@ -12,7 +12,8 @@
 //!
 //! A gateway that was killed outright (SIGKILL, a crash) cannot release its cgroup, and its
 //! children live on inside as orphans. So at start, serve also sweeps its siblings: a
-//! `manifold-<pid>` cgroup whose process is gone has what is left in it killed, and is removed.
+//! `manifold-<pid>` cgroup whose process is gone (or whose pid now names a process outside it) has
+//! what is left in it killed, and is removed with the servers' cgroups nested in it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,6 +21,9 @@ use std::time::{Duration, Instant};
 /// How long [`ChildCgroup::release`] waits for the killed processes to be gone.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
 const EMPTY_POLL: Duration = Duration::from_millis(10);
+/// How long a new `manifold-<pid>` cgroup counts as its gateway's even before the gateway has
+/// moved in (it does so right after creating it).
+const MOVE_IN_GRACE: Duration = Duration::from_secs(60);
 
 /// The cgroup the gateway and its children live in.
 pub struct ChildCgroup {
@@ -144,7 +148,7 @@ impl ChildCgroup {
         while populated(&self.dir) && Instant::now() < until {
             std::thread::sleep(EMPTY_POLL);
         }
-        std::fs::remove_dir(&self.dir).map_err(|e| {
+        remove_tree(&self.dir).map_err(|e| {
             format!(
                 "the cgroup {} could not be removed: {e}",
                 self.dir.display()
@@ -165,9 +169,43 @@ impl Drop for ChildCgroup {
     }
 }
 
+/// Removes a cgroup and the cgroups nested in it, deepest first: the servers' own cgroups
+/// (`manifold-sandbox-…`) live inside, and a gateway killed outright leaves them there. Their
+/// processes died with the kill of this one (`cgroup.kill` reaches every descendant).
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let nested = entry.path();
+                let until = Instant::now() + EMPTY_WAIT;
+                while populated(&nested) && Instant::now() < until {
+                    std::thread::sleep(EMPTY_POLL);
+                }
+                let _ = remove_tree(&nested);
+            }
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
 /// The pid a `manifold-<pid>` cgroup belongs to.
 fn owner(name: &str) -> Option<u32> {
     name.strip_prefix("manifold-")?.parse().ok()
+}
+
+/// Whether the gateway a `manifold-<pid>` cgroup is named after still runs. A live gateway sits
+/// inside its own cgroup; a process with that pid outside it is a later one that was given the
+/// pid again, unless the cgroup is new enough that its gateway may not have moved in yet.
+fn owner_is_live(pid: u32, dir: &Path) -> bool {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return false;
+    }
+    let young = std::fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age < MOVE_IN_GRACE);
+    young || members(dir).contains(&pid)
 }
 
 /// Kills what is left in, and removes, the cgroups of Manifold processes that are gone.
@@ -180,12 +218,14 @@ fn sweep_left_behind(parent: &Path) {
         let Some(pid) = name.to_str().and_then(owner) else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        let dir = entry.path();
+        if pid == std::process::id() || owner_is_live(pid, &dir) {
             continue;
         }
-        let dir = entry.path();
-        let orphans = members(&dir);
-        if !orphans.is_empty() {
+        // Servers run in cgroups nested inside, so `populated` (which counts those) decides,
+        // not the members of this one.
+        if populated(&dir) {
+            let orphans = members(&dir);
             tracing::warn!(cgroup = %dir.display(), pids = ?orphans, "killing processes left by a Manifold that is gone (it was killed before it could stop them)");
             let _ = std::fs::write(dir.join("cgroup.kill"), "1");
             let until = Instant::now() + EMPTY_WAIT;
@@ -193,7 +233,7 @@ fn sweep_left_behind(parent: &Path) {
                 std::thread::sleep(EMPTY_POLL);
             }
         }
-        if let Err(e) = std::fs::remove_dir(&dir) {
+        if let Err(e) = remove_tree(&dir) {
             tracing::debug!(cgroup = %dir.display(), error = %e, "could not remove a cgroup left by a Manifold that is gone");
         }
     }
