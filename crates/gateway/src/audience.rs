@@ -126,6 +126,9 @@ impl Audience {
                 for name in builtin::NAMES {
                     view.sees(ItemKind::Tool, None, name).hash(&mut hasher);
                 }
+                for raw in self.gateway.hosted_visible(&view, self.caller.as_deref()) {
+                    raw.hash(&mut hasher);
+                }
             }
             List::Prompts => add(&mut hasher, ItemKind::Prompt, &catalog.prompts),
             List::Resources => {

@@ -13,8 +13,40 @@ use crate::upstream::{Sandbox, Status};
 pub const HEALTH: &str = "manifold_health";
 pub const SEARCH: &str = "manifold_search_tools";
 pub const CALL: &str = "manifold_call_tool";
-/// Every reserved name.
-pub const NAMES: &[&str] = &[HEALTH, SEARCH, CALL];
+pub const INSTRUCTIONS: &str = "manifold_instructions";
+pub const CREATE_TOOL: &str = "manifold_create_tool";
+pub const UPDATE_TOOL: &str = "manifold_update_tool";
+pub const DISABLE_TOOL: &str = "manifold_disable_tool";
+pub const ENABLE_TOOL: &str = "manifold_enable_tool";
+pub const DELETE_TOOL: &str = "manifold_delete_tool";
+pub const TOOL_HISTORY: &str = "manifold_tool_history";
+pub const ROLLBACK_TOOL: &str = "manifold_rollback_tool";
+/// The authoring tools (`hosted.rs`): defined and run by the hosted-tools provider, listed only
+/// when there is one, judged as built-ins.
+pub const AUTHORING: &[&str] = &[
+    INSTRUCTIONS,
+    CREATE_TOOL,
+    UPDATE_TOOL,
+    DISABLE_TOOL,
+    ENABLE_TOOL,
+    DELETE_TOOL,
+    TOOL_HISTORY,
+    ROLLBACK_TOOL,
+];
+/// Every reserved name: no server tool and no authored tool may take one.
+pub const NAMES: &[&str] = &[
+    HEALTH,
+    SEARCH,
+    CALL,
+    INSTRUCTIONS,
+    CREATE_TOOL,
+    UPDATE_TOOL,
+    DISABLE_TOOL,
+    ENABLE_TOOL,
+    DELETE_TOOL,
+    TOOL_HISTORY,
+    ROLLBACK_TOOL,
+];
 
 /// Results a search returns by default, and at most.
 pub const SEARCH_DEFAULT_LIMIT: usize = 10;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use manifold_telemetry::call_log::{ANONYMOUS_CALLER, CALL_ID_META, CallRecord};
-use manifold_telemetry::labels::BUILTIN_UPSTREAM;
+use manifold_telemetry::labels::{AUTHORED_UPSTREAM, BUILTIN_UPSTREAM};
 use manifold_telemetry::metrics::ToolHandles;
 use manifold_telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 use manifold_telemetry::{CallOutcome, Telemetry, TraceContext, spans};
@@ -173,6 +173,7 @@ impl Gateway {
     /// Where a `tools/call` goes: the built-in tool, the upstream tool it resolves to (through
     /// `manifold_call_tool` too), or an unknown name.
     fn call_target<'c>(
+        &self,
         catalog: &'c crate::catalog::build::Catalog,
         name: &'c str,
         called_through: Option<&'c str>,
@@ -183,6 +184,16 @@ impl Gateway {
             return Target {
                 upstream: server,
                 tool: original,
+                known: true,
+            };
+        }
+        let name = called_through
+            .filter(|t| !builtin::NAMES.contains(t) && self.is_hosted(t))
+            .unwrap_or(name);
+        if !builtin::NAMES.contains(&name) && self.is_hosted(name) {
+            return Target {
+                upstream: AUTHORED_UPSTREAM,
+                tool: name,
                 known: true,
             };
         }
@@ -220,7 +231,7 @@ impl Gateway {
         let through = (name == builtin::CALL)
             .then(|| request.params_str(&["arguments", "name"]))
             .flatten();
-        let target = Gateway::call_target(&catalog, &name, through.as_deref());
+        let target = self.call_target(&catalog, &name, through.as_deref());
         let handles = target
             .known
             .then(|| telemetry.metrics.tool(target.upstream, target.tool));

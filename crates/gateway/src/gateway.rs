@@ -51,6 +51,8 @@ pub struct GatewaySettings {
     pub telemetry: Arc<manifold_telemetry::Telemetry>,
     /// The approval stage for calls an ask rule holds (`approval/`): its ledger and windows.
     pub approvals: Arc<crate::approval::Approvals>,
+    /// Tools Manifold hosts beside the servers' (`hosted.rs`): authored at run time.
+    pub hosted: Option<Arc<dyn crate::hosted::HostedTools>>,
 }
 
 impl Default for GatewaySettings {
@@ -65,6 +67,7 @@ impl Default for GatewaySettings {
             pins: None,
             telemetry: Arc::default(),
             approvals: Arc::default(),
+            hosted: None,
         }
     }
 }
@@ -193,6 +196,13 @@ impl Gateway {
             gateway.keep_task(tokio::spawn(crate::pins::keep_in_step(
                 Arc::clone(pins),
                 move || weak.upgrade().map(|inner| rebuild(&inner)).is_some(),
+                gateway.inner.shutdown.subscribe(),
+            )));
+        }
+        if let Some(hosted) = &gateway.inner.settings.hosted {
+            gateway.keep_task(tokio::spawn(tell_hosted_changes(
+                Arc::downgrade(&gateway.inner),
+                hosted.changes(),
                 gateway.inner.shutdown.subscribe(),
             )));
         }
@@ -528,6 +538,28 @@ pub(crate) fn rebuild_and_tell(inner: &Inner, everything_changed: bool) {
                 }
             }
         }
+    }
+}
+
+/// Tells every session that the tool list changed when the hosted tools did.
+async fn tell_hosted_changes(
+    inner: std::sync::Weak<Inner>,
+    mut changes: watch::Receiver<u64>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let _ = inner.events.send(GatewayEvent::ToolsChanged);
     }
 }
 

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod context;
 pub mod drain;
 pub mod gateway;
+pub mod hosted;
 pub mod mrtr;
 pub mod pins;
 pub mod policy;

@@ -421,6 +421,15 @@ impl CallerRules<'_> {
         }
     }
 
+    /// Whether a rule allows the item in so many words (the first rule covering it is `allow`),
+    /// not just for want of a rule: what authoring tools need from an authenticated caller.
+    pub fn explicitly_allows(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
+        self.rules
+            .iter()
+            .find(|r| r.covers(kind, server, name, None))
+            .is_some_and(|r| r.spec.effect == Effect::Allow)
+    }
+
     /// Whether the caller sees the item (lists, search, suggestions).
     pub fn sees(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
         matches!(
@@ -676,7 +685,9 @@ impl Gateway {
         if policy.is_empty() && limiter.is_off() {
             return Ok(None);
         }
-        let is_builtin = builtin::NAMES.contains(&name);
+        // Hosted tools (authored in Manifold) have no server: rules judge them by name, as
+        // built-ins.
+        let is_builtin = builtin::NAMES.contains(&name) || self.is_hosted(name);
         let server = if is_builtin {
             None
         } else {

@@ -154,12 +154,17 @@ impl Gateway {
         let policy = self.policy();
         let view = &policy.for_caller(ctx.caller.as_deref());
         let seen = |kind: ItemKind| move |e: &&Entry| view.sees_entry(kind, e);
+        let hosted = match of {
+            ListOf::Tools => self.hosted_visible(view, ctx.caller.as_deref()),
+            _ => Vec::new(),
+        };
         let items: Vec<&str> = match of {
             ListOf::Tools => builtins
                 .iter()
                 .zip(builtin::NAMES)
                 .filter(|(_, n)| view.sees(ItemKind::Tool, None, n))
                 .map(|(d, _)| *d)
+                .chain(hosted.iter().map(String::as_str))
                 .chain(
                     catalog
                         .tools
@@ -249,6 +254,12 @@ impl Gateway {
                 return Box::pin(self.call_tool(ctx, &inner)).await;
             }
             _ => {}
+        }
+        if self.is_hosted(&name) {
+            return match self.call_hosted(ctx, request, &name).await {
+                Ok(raw) => respond(raw),
+                Err(refusal) => *refusal,
+            };
         }
         // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
         let Some((server, original)) = catalog.tool(&name) else {

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::approval_store::StoreApprovals;
 use crate::report::{CliError, Outcome};
-use crate::timestamps::utc_rfc3339;
+use manifold_store::timestamps::utc_rfc3339;
 
 /// Rows `list --all` shows (the newest ones).
 pub const ALL_ROWS_SHOWN: usize = 50;

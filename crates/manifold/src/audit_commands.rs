@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::key_store;
 use crate::report::{CliError, Outcome};
-use crate::timestamps::{parse_rfc3339_ms, utc_rfc3339};
+use manifold_store::timestamps::{parse_rfc3339_ms, utc_rfc3339};
 
 /// How often `tail --follow` asks the store for rows after the last one shown: new rows show
 /// within half a second, and an idle trail costs two small queries a second.

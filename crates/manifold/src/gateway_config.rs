@@ -27,6 +27,8 @@ pub struct Stored {
     pub pins: Arc<manifold_gateway::pins::Pins>,
     /// The approval stage, its ledger in the store (shared with `manifold approvals`).
     pub approvals: Arc<Approvals>,
+    /// Tools authored at run time (`manifold_create_tool`), their versions in the store.
+    pub authored: Arc<manifold_authored::AuthoredTools>,
 }
 
 impl Stored {
@@ -36,12 +38,40 @@ impl Stored {
         let pins = crate::pin_store::open(config, store).await?;
         let approvals = Arc::new(approvals(config, store));
         approvals.recover().await;
+        let authored = authored_tools(config, store).await?;
         Ok(Stored {
             tokens,
             pins,
             approvals,
+            authored,
         })
     }
+}
+
+/// The authored tools in `store`, kept in step with it (another replica's changes arrive within
+/// a second), run by the sandbox launcher beside this binary under `data_dir/authored`.
+async fn authored_tools(
+    config: &Config,
+    store: &Arc<Store>,
+) -> Result<Arc<manifold_authored::AuthoredTools>, CliError> {
+    let registry = manifold_authored::Registry::open(Arc::clone(store))
+        .await
+        .map_err(|e| {
+            CliError::with_hint(
+                format!("cannot read the authored tools: {e}"),
+                "check the store (`manifold doctor`)",
+            )
+        })?;
+    tokio::spawn(manifold_authored::Registry::keep_fresh(Arc::downgrade(
+        &registry,
+    )));
+    // Without the launcher every call says so; the tools can still be authored.
+    let launcher = manifold_sandbox::default_launcher()
+        .unwrap_or_else(|_| std::path::PathBuf::from(manifold_sandbox::command::LAUNCHER_NAME));
+    let runner = manifold_authored::Runner::new(launcher, config.gateway.data_dir.join("authored"));
+    Ok(Arc::new(manifold_authored::AuthoredTools::new(
+        registry, runner,
+    )))
 }
 
 /// The approval stage for `config`, its ledger in `store`. `requestState`s are sealed under a key
@@ -94,6 +124,7 @@ pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
         },
         pins: Some(Arc::clone(&stored.pins)),
         approvals: Arc::clone(&stored.approvals),
+        hosted: Some(Arc::clone(&stored.authored) as Arc<dyn manifold_gateway::hosted::HostedTools>),
         discovery: match g.discovery {
             manifold_config::settings::Discovery::Full => Discovery::Full,
             manifold_config::settings::Discovery::Search => Discovery::Search,

@@ -15,7 +15,7 @@ use manifold_config::Config;
 use crate::config_commands::config_path;
 use crate::key_store;
 use crate::report::{CliError, Outcome};
-use crate::timestamps::utc_rfc3339;
+use manifold_store::timestamps::utc_rfc3339;
 
 #[derive(Debug, Subcommand)]
 pub enum KeysAction {

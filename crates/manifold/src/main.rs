@@ -24,7 +24,6 @@ mod pins_commands;
 mod report;
 mod serve;
 mod telemetry_setup;
-mod timestamps;
 mod token_store;
 
 use std::process::ExitCode;

@@ -21,7 +21,7 @@ use crate::pin_store::StorePins;
 
 use crate::config_commands::config_path;
 use crate::report::{CliError, Outcome};
-use crate::timestamps::utc_rfc3339;
+use manifold_store::timestamps::utc_rfc3339;
 
 /// Hex digits of a digest shown in the human listing (the JSON has them whole).
 const SHOWN_DIGEST_HEX: usize = 16;

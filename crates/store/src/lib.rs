@@ -1,11 +1,12 @@
 //! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
 //! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
 //! backend and a typed repository per concern (API keys, audit trail, OAuth tokens, tool pins,
-//! approvals).
+//! approvals, authored tools).
 
 mod api_keys;
 mod approvals;
 mod audit;
+mod authored_tools;
 mod error;
 mod location;
 mod oauth_tokens;
@@ -13,6 +14,7 @@ mod pins;
 mod process_lock;
 mod schema;
 mod store;
+pub mod timestamps;
 
 pub use api_keys::{ApiKeyRecord, ApiKeys, MAX_API_KEY_FIELD_LEN, MAX_API_KEY_GRANTS};
 pub use approvals::{
@@ -24,6 +26,10 @@ pub use audit::{
     AUDIT_CHAIN_LOCK, AUDIT_GENESIS, AUDIT_RECORD_COLUMNS, AuditEntry, AuditFilter, AuditRow,
     AuditTrail, ChainBreak, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, PruneAnchor,
     VerifyReport, audit_row_sha256,
+};
+pub use authored_tools::{
+    AuthoredToolVersion, AuthoredTools, MAX_AUTHORED_DEFINITION_BYTES, MAX_AUTHORED_HISTORY,
+    MAX_AUTHORED_NAME_LEN,
 };
 pub use error::StoreError;
 pub use location::{

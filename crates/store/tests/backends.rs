@@ -420,6 +420,7 @@ async fn api_keys_keep_grants_and_one_active_name(backend: Backend) {
 }
 
 on_both_backends!(
+    authored_tool_versions_append_once_and_list_the_newest,
     approvals_round_trip_and_settle_once,
     approvals_list_newest_first_and_abandon_only_the_holders_pending,
     approval_bounds_are_refused,
@@ -1784,5 +1785,71 @@ async fn approval_bounds_are_refused(backend: Backend) {
     // Nothing refused was written, and the row at the limit is unchanged.
     let rows = approvals.list(false, 10).await.unwrap();
     assert_eq!(rows, [at_limit]);
+    store.close().await;
+}
+
+fn authored(
+    name: &str,
+    version: i64,
+    at: i64,
+    deleted: bool,
+) -> manifold_store::AuthoredToolVersion {
+    manifold_store::AuthoredToolVersion {
+        name: name.to_owned(),
+        version,
+        action: if version == 1 { "create" } else { "update" }.to_owned(),
+        definition_json: format!("{{\"name\":\"{name}\",\"v\":{version}}}"),
+        author: "alice".to_owned(),
+        created_at_ms: at,
+        enabled: true,
+        deleted,
+    }
+}
+
+/// Versions append once each (a racing writer's same version is refused), `latest` gives the
+/// newest row of every name, newest change first, and history is newest first, bounded.
+async fn authored_tool_versions_append_once_and_list_the_newest(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let tools = store.authored_tools();
+    tools.append(&authored("a", 1, 10, false)).await.unwrap();
+    tools.append(&authored("b", 1, 20, false)).await.unwrap();
+    tools.append(&authored("a", 2, 30, false)).await.unwrap();
+    tools.append(&authored("b", 2, 25, true)).await.unwrap();
+    let refused = tools
+        .append(&authored("a", 2, 40, false))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, StoreError::AlreadyExists { .. }),
+        "{refused}"
+    );
+    let latest = tools.latest().await.unwrap();
+    let names: Vec<(&str, i64, bool)> = latest
+        .iter()
+        .map(|v| (v.name.as_str(), v.version, v.deleted))
+        .collect();
+    assert_eq!(names, [("a", 2, false), ("b", 2, true)]);
+    assert_eq!(latest[0].definition_json, "{\"name\":\"a\",\"v\":2}");
+    let history = tools.history("a", 10).await.unwrap();
+    assert_eq!(
+        history.iter().map(|v| v.version).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert_eq!(tools.history("a", 1).await.unwrap().len(), 1);
+    assert!(matches!(
+        tools
+            .history("a", manifold_store::MAX_AUTHORED_HISTORY + 1)
+            .await
+            .unwrap_err(),
+        StoreError::OverLimit { .. }
+    ));
+    let empty_name = manifold_store::AuthoredToolVersion {
+        name: String::new(),
+        ..authored("c", 1, 1, false)
+    };
+    assert!(matches!(
+        tools.append(&empty_name).await.unwrap_err(),
+        StoreError::Invalid { field: "name", .. }
+    ));
     store.close().await;
 }

@@ -17,6 +17,8 @@ pub const OTHER_TOOL: &str = "(other)";
 /// The upstream label of Manifold's own tools (`manifold_health`, ...): parentheses keep it apart
 /// from any configured server name (`[A-Za-z0-9_-]`).
 pub const BUILTIN_UPSTREAM: &str = "(builtin)";
+/// The `upstream` label of tools users authored in Manifold (`manifold_create_tool`).
+pub const AUTHORED_UPSTREAM: &str = "(authored)";
 /// Distinct tool names counted per upstream; later names share [`OTHER_TOOL`].
 pub const MAX_TOOL_LABELS_PER_UPSTREAM: usize = 200;
 /// Longest label value taken as it is (the protocol's longest tool name).

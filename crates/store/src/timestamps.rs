@@ -1,4 +1,4 @@
-//! Timestamps as people read and write them in `manifold keys`, `pins` and `audit`: stored as
+//! Timestamps as people read and write them (`manifold keys`, `pins`, `audit`, authored tools' history): stored as
 //! seconds (or milliseconds) since the Unix epoch, shown as RFC 3339 UTC, and read back from
 //! RFC 3339 for `manifold audit search --since`. Both directions here, without a date library.
 
