@@ -40,6 +40,8 @@ pub struct Config {
     pub audit: crate::load::audit::AuditSettings,
     /// The `[approvals]` section: how long calls an ask rule holds wait, and the webhook.
     pub approvals: crate::load::approvals::ApprovalSettings,
+    /// The `[authoring]` section: whether clients may author tools at run time.
+    pub authoring: crate::load::authoring::AuthoringSettings,
     secrets: Vec<Secret>,
 }
 
@@ -64,6 +66,7 @@ impl Config {
             store: crate::load::store::StoreSettings::default(),
             audit: crate::load::audit::AuditSettings::default(),
             approvals: crate::load::approvals::ApprovalSettings::default(),
+            authoring: crate::load::authoring::AuthoringSettings::default(),
             secrets,
         }
     }

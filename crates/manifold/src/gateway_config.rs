@@ -124,7 +124,9 @@ pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
         },
         pins: Some(Arc::clone(&stored.pins)),
         approvals: Arc::clone(&stored.approvals),
-        hosted: Some(Arc::clone(&stored.authored) as Arc<dyn manifold_gateway::hosted::HostedTools>),
+        hosted: config.authoring.enabled.then(|| {
+            Arc::clone(&stored.authored) as Arc<dyn manifold_gateway::hosted::HostedTools>
+        }),
         discovery: match g.discovery {
             manifold_config::settings::Discovery::Full => Discovery::Full,
             manifold_config::settings::Discovery::Search => Discovery::Search,

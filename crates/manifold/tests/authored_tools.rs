@@ -809,3 +809,44 @@ async fn authenticated_callers_author_only_where_a_rule_allows_it_by_name() {
         "{history}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_authoring_turned_off_no_authoring_tool_is_listed_or_called() {
+    let dir = ScratchDir::new("authored-off").unwrap();
+    let config = format!(
+        "{}\n[authoring]\nenabled = false\n",
+        config(&dir.path().join("data"))
+    );
+    std::fs::write(dir.path().join("manifold.toml"), config).unwrap();
+    let gateway = start_gateway(dir.path());
+    let s = Session::open(&gateway.url).await;
+    let listed = s
+        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    let names: Vec<&str> = listed[0]["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"manifold_health"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("manifold_")
+            && n.ends_with("_tool")
+            && *n != "manifold_call_tool"
+            && *n != "manifold_search_tools"),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"manifold_instructions"), "{names:?}");
+    let refused = s
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "manifold_create_tool", "arguments": word_count()}}))
+        .await;
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "{refused:?}"
+    );
+}

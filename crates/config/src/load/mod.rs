@@ -4,6 +4,7 @@
 pub(crate) mod approvals;
 pub(crate) mod audit;
 mod auth;
+pub(crate) mod authoring;
 mod default_sandbox;
 mod gateway;
 pub(crate) mod lifecycle;
@@ -41,6 +42,7 @@ const TOP_KEYS: &[&str] = &[
     "sandbox",
     "audit",
     "approvals",
+    "authoring",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -108,6 +110,7 @@ pub(crate) fn load_text(
     let store = store::read_store(&mut reader, root.get("store"));
     let audit = audit::read_audit(&mut reader, root.get("audit"));
     let approvals = approvals::read_approvals(&mut reader, root.get("approvals"));
+    let authoring = authoring::read_authoring(&mut reader, root.get("authoring"));
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -120,5 +123,6 @@ pub(crate) fn load_text(
     config.store = store;
     config.audit = audit;
     config.approvals = approvals;
+    config.authoring = authoring;
     Ok(config)
 }

@@ -1,0 +1,84 @@
+//! Reads the `[authoring]` section: whether clients may author tools at run time
+//! (`manifold_create_tool` and the other authoring tools). On by default, as the authoring tools
+//! are refused to authenticated callers unless a rule allows them; `enabled = false` takes the
+//! authoring tools and every authored tool out of the gateway, for clients that count tools.
+
+use toml::de::DeTable;
+
+use super::reader::{Item, Reader, key_path};
+
+pub(crate) const AUTHORING_KEYS: &[&str] = &["enabled"];
+
+const AUTHORING_HINTS: &[(&str, &str)] =
+    &[("enable", "write enabled = false to turn tool authoring off")];
+
+/// The `[authoring]` section, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthoringSettings {
+    pub enabled: bool,
+}
+
+impl Default for AuthoringSettings {
+    fn default() -> Self {
+        AuthoringSettings { enabled: true }
+    }
+}
+
+/// Reads `[authoring]` (absent: every default).
+pub(crate) fn read_authoring(
+    reader: &mut Reader<'_>,
+    section: Option<&Item<'_>>,
+) -> AuthoringSettings {
+    let mut settings = AuthoringSettings::default();
+    let empty = DeTable::new();
+    let table = match section {
+        Some(item) => reader
+            .table("authoring", item, "write an [authoring] section")
+            .unwrap_or(&empty),
+        None => &empty,
+    };
+    reader.check_keys("authoring", table, AUTHORING_KEYS, AUTHORING_HINTS);
+    if let Some(item) = table.get("enabled")
+        && let Some(enabled) = reader.boolean(&key_path("authoring", "enabled"), item)
+    {
+        settings.enabled = enabled;
+    }
+    settings
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use crate::{Config, FixedEnvironment};
+
+    fn load(text: &str) -> Result<Config, crate::ConfigErrors> {
+        Config::from_str_with(
+            text,
+            "m.toml",
+            None,
+            &FixedEnvironment::new().with_var("HOME", "/home/t"),
+        )
+    }
+
+    #[test]
+    fn authoring_is_on_unless_turned_off_and_a_wrong_value_names_its_line() {
+        assert!(load("").unwrap().authoring.enabled);
+        assert!(
+            !load("[authoring]\nenabled = false\n")
+                .unwrap()
+                .authoring
+                .enabled
+        );
+        let e = load("[authoring]\nenabled = \"no\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m.toml:2") && e.contains("authoring.enabled"),
+            "{e}"
+        );
+        let e = load("[authoring]\nenable = false\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("enabled = false"), "{e}");
+    }
+}
