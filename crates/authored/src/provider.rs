@@ -8,6 +8,7 @@ use manifold_gateway::builtin;
 use manifold_gateway::hosted::{HostedCall, HostedEntry, HostedTools};
 use serde_json::{Value, json};
 
+use crate::definition::ToolDefinition;
 use crate::registry::{HISTORY_DEFAULT, LOCAL_AUTHOR, Registry, RegistryError};
 use crate::result::{check_arguments, of_run, text_result};
 use crate::runner::Runner;
@@ -68,13 +69,18 @@ fn definitions() -> Vec<&'static str> {
         .collect()
 }
 
-/// Authored tools behind the gateway.
+/// Authored tools behind the gateway: the file's (`[tools.NAME]`, version 0, changed by editing
+/// the file) and the store's.
 #[derive(Debug)]
 pub struct AuthoredTools {
     registry: Arc<Registry>,
     runner: Runner,
     authoring: Vec<&'static str>,
+    configured: std::sync::RwLock<Arc<Vec<ToolDefinition>>>,
 }
+
+/// The version a tool from the configuration file runs as.
+pub const CONFIGURED_VERSION: i64 = 0;
 
 impl AuthoredTools {
     pub fn new(registry: Arc<Registry>, runner: Runner) -> AuthoredTools {
@@ -83,7 +89,36 @@ impl AuthoredTools {
             registry,
             runner,
             authoring: DEFINITIONS.get_or_init(definitions).clone(),
+            configured: std::sync::RwLock::default(),
         }
+    }
+
+    /// Puts the file's tools in force (at start and on every reload) and tells every session.
+    pub fn configure(&self, tools: Vec<ToolDefinition>) {
+        let tools = Arc::new(tools);
+        let changed = {
+            let mut slot = self
+                .configured
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let changed = **slot != *tools;
+            *slot = tools;
+            changed
+        };
+        if changed {
+            self.registry.announce_change();
+        }
+    }
+
+    fn configured(&self) -> Arc<Vec<ToolDefinition>> {
+        self.configured
+            .read()
+            .map(|c| Arc::clone(&c))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    fn configured_tool(&self, name: &str) -> Option<ToolDefinition> {
+        self.configured().iter().find(|d| d.name == name).cloned()
     }
 
     async fn manage(&self, call: &HostedCall<'_>) -> String {
@@ -103,11 +138,26 @@ impl AuthoredTools {
             })
             .to_string()
         };
+        let in_file = |name: &str| self.configured_tool(name).is_some();
+        let taken = |name: &str| in_file(name) || (call.taken)(name);
+        if call.name != builtin::CREATE_TOOL
+            && call.name != builtin::INSTRUCTIONS
+            && let Some(name) = args.get("name").and_then(Value::as_str)
+            && in_file(name)
+        {
+            return text_result(
+                &format!(
+                    "{}: {name} is defined in the configuration file ([tools.{name}]); change it there (a reload applies it)",
+                    call.name
+                ),
+                true,
+            );
+        }
         let outcome: Result<String, RegistryError> = match call.name {
             builtin::INSTRUCTIONS => Ok(text_result(&crate::instructions::text(), false)),
             builtin::CREATE_TOOL => self
                 .registry
-                .create(args, author, call.taken)
+                .create(args, author, &taken)
                 .await
                 .map(|(d, v)| changed(&d.name, v, "created")),
             builtin::UPDATE_TOOL => self
@@ -154,7 +204,7 @@ impl AuthoredTools {
             builtin::ROLLBACK_TOOL => match (name_arg(), args.get("version").and_then(Value::as_i64)) {
                 (Ok(name), Some(to)) => self
                     .registry
-                    .rollback(&name, to, author, call.taken)
+                    .rollback(&name, to, author, &taken)
                     .await
                     .map(|(d, v)| changed(&d.name, v, &format!("rolled back to version {to}"))),
                 (Err(e), _) => Err(e),
@@ -168,11 +218,15 @@ impl AuthoredTools {
     }
 
     async fn run(&self, call: &HostedCall<'_>) -> String {
-        let Some(current) = self
-            .registry
-            .current(call.name)
-            .filter(|c| c.version.enabled)
-        else {
+        let current = match self.configured_tool(call.name) {
+            Some(definition) => Some((definition, CONFIGURED_VERSION)),
+            None => self
+                .registry
+                .current(call.name)
+                .filter(|c| c.version.enabled)
+                .map(|c| (c.definition, c.version.version)),
+        };
+        let Some((definition, version)) = current else {
             return text_result(
                 &format!(
                     "{} is not an enabled authored tool (it was disabled or deleted meanwhile)",
@@ -181,20 +235,15 @@ impl AuthoredTools {
                 true,
             );
         };
-        if let Some(refusal) = check_arguments(&current.definition, &call.arguments) {
+        if let Some(refusal) = check_arguments(&definition, &call.arguments) {
             return refusal;
         }
         match self
             .runner
-            .run(
-                &current.definition,
-                current.version.version,
-                &call.arguments,
-                &call.progress,
-            )
+            .run(&definition, version, &call.arguments, &call.progress)
             .await
         {
-            Ok(run) => of_run(&current.definition, &run),
+            Ok(run) => of_run(&definition, &run),
             Err(e) => text_result(&format!("{}: {e}", call.name), true),
         }
     }
@@ -206,7 +255,25 @@ impl HostedTools for AuthoredTools {
     }
 
     fn listed(&self) -> Arc<Vec<HostedEntry>> {
-        self.registry.listed()
+        let configured = self.configured();
+        let stored = self.registry.listed();
+        if configured.is_empty() {
+            return stored;
+        }
+        let mut all: Vec<HostedEntry> = configured
+            .iter()
+            .map(|d| HostedEntry {
+                name: d.name.clone(),
+                raw: d.listing().to_string(),
+            })
+            .collect();
+        all.extend(
+            stored
+                .iter()
+                .filter(|e| !configured.iter().any(|d| d.name == e.name))
+                .cloned(),
+        );
+        Arc::new(all)
     }
 
     fn call<'a>(&'a self, call: HostedCall<'a>) -> BoxFuture<'a, String> {

@@ -139,6 +139,11 @@ impl Registry {
         self.changes.subscribe()
     }
 
+    /// Tells listeners the listing changed for a reason outside the store (the file's tools).
+    pub fn announce_change(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
     /// Reads the store again; tells listeners when anything changed.
     pub async fn refresh(&self) -> Result<(), StoreError> {
         let rows = self.store.authored_tools().latest().await?;

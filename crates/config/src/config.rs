@@ -42,6 +42,8 @@ pub struct Config {
     pub approvals: crate::load::approvals::ApprovalSettings,
     /// The `[authoring]` section: whether clients may author tools at run time.
     pub authoring: crate::load::authoring::AuthoringSettings,
+    /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
+    pub tools: Vec<crate::load::tools::ConfiguredTool>,
     secrets: Vec<Secret>,
 }
 
@@ -67,6 +69,7 @@ impl Config {
             audit: crate::load::audit::AuditSettings::default(),
             approvals: crate::load::approvals::ApprovalSettings::default(),
             authoring: crate::load::authoring::AuthoringSettings::default(),
+            tools: Vec::new(),
             secrets,
         }
     }

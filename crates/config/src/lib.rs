@@ -46,6 +46,7 @@ pub use load::overrides::{OVERRIDE_ANNOTATIONS, Overrides, ToolOverride};
 pub use load::retry_policy::{RetrySettings, ServerRetry};
 pub use load::store::StoreSettings;
 pub use load::telemetry::TelemetrySettings;
+pub use load::tools::{ConfiguredTool, MAX_CODE_FILE_BYTES};
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};
 pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};

@@ -28,6 +28,14 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
     };
     match manifold_config::check(&path) {
         Ok(report) => {
+            // What [tools.NAME] fields mean is the authored tools' to judge, as at start.
+            let config = crate::keys::load_config(Some(&path))?;
+            if let Err(e) = crate::gateway_config::configured_tools(&config) {
+                return Err(CliError::usage(format!(
+                    "{} is not valid:\n{e}",
+                    path.display()
+                )));
+            }
             print!("{report}");
             if !report.ends_with('\n') {
                 println!();

@@ -69,9 +69,27 @@ async fn authored_tools(
     let launcher = manifold_sandbox::default_launcher()
         .unwrap_or_else(|_| std::path::PathBuf::from(manifold_sandbox::command::LAUNCHER_NAME));
     let runner = manifold_authored::Runner::new(launcher, config.gateway.data_dir.join("authored"));
-    Ok(Arc::new(manifold_authored::AuthoredTools::new(
-        registry, runner,
-    )))
+    let authored = Arc::new(manifold_authored::AuthoredTools::new(registry, runner));
+    authored.configure(configured_tools(config).map_err(|e| {
+        CliError::with_hint(
+            e,
+            "fix the [tools.NAME] section (`manifold check` shows the file's other problems)",
+        )
+    })?);
+    Ok(authored)
+}
+
+/// The `[tools.NAME]` sections as definitions, each checked as `manifold_create_tool` checks one;
+/// the first problem names its section and field.
+pub fn configured_tools(config: &Config) -> Result<Vec<manifold_authored::ToolDefinition>, String> {
+    config
+        .tools
+        .iter()
+        .map(|tool| {
+            manifold_authored::ToolDefinition::from_arguments(&tool.arguments, None)
+                .map_err(|e| format!("[tools.{}] {e}", tool.name))
+        })
+        .collect()
 }
 
 /// The approval stage for `config`, its ledger in `store`. `requestState`s are sealed under a key

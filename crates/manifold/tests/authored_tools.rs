@@ -850,3 +850,112 @@ async fn with_authoring_turned_off_no_authoring_tool_is_listed_or_called() {
         "{refused:?}"
     );
 }
+
+/// The documented examples (docs/examples/engineering-tools.toml), as a user would add them.
+fn engineering_config(dir: &Path) -> String {
+    let examples = workspace_root().join("docs/examples/engineering-tools.toml");
+    format!(
+        "{}\n{}",
+        config(&dir.join("data")),
+        std::fs::read_to_string(examples).unwrap()
+    )
+}
+
+fn tool_names(listed: &[Value]) -> Vec<String> {
+    listed[0]["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed:?}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engineering_examples_run_ngspice_and_calculix_from_the_configuration_file() {
+    let dir = ScratchDir::new("authored-engineering").unwrap();
+    let config_path = dir.path().join("manifold.toml");
+    std::fs::write(&config_path, engineering_config(dir.path())).unwrap();
+    let gateway = start_gateway(dir.path());
+    let s = Session::open(&gateway.url).await;
+    let names = tool_names(
+        &s.post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .await,
+    );
+    assert!(
+        names.contains(&"rc_transient".to_owned()) && names.contains(&"beam_deflection".to_owned()),
+        "{names:?}"
+    );
+
+    let (r, _) = s
+        .call(
+            2,
+            "rc_transient",
+            json!({"resistance_ohm": 1000, "capacitance_f": 1e-6, "voltage_v": 5}),
+        )
+        .await;
+    assert_eq!(r["isError"], false, "{r}");
+    let rc = &r["structuredContent"];
+    let expected = 5.0 * (1.0 - (-1.0f64).exp());
+    assert!((rc["tau_s"].as_f64().unwrap() - 1e-3).abs() < 1e-12, "{rc}");
+    assert!(
+        (rc["v_at_tau"].as_f64().unwrap() - expected).abs() < 0.01 * expected,
+        "{rc}"
+    );
+    assert!(
+        rc["v_end"].as_f64().unwrap() > 0.99 * 5.0 * (1.0 - (-5.0f64).exp()),
+        "{rc}"
+    );
+
+    let (r, _) = s
+        .call(
+            3,
+            "beam_deflection",
+            json!({"length_mm": 1000, "width_mm": 20, "height_mm": 20, "load_n": 100}),
+        )
+        .await;
+    assert_eq!(r["isError"], false, "{r}");
+    let beam = &r["structuredContent"];
+    let analytic = 100.0 * 1000f64.powi(3) / (3.0 * 210_000.0 * (20.0 * 20f64.powi(3) / 12.0));
+    assert!(
+        (beam["euler_bernoulli_mm"].as_f64().unwrap() - analytic).abs() < 1e-9,
+        "{beam}"
+    );
+    let solved = beam["tip_deflection_mm"].as_f64().unwrap();
+    assert!(
+        (solved - analytic).abs() < 0.03 * analytic,
+        "CalculiX {solved} vs {analytic}"
+    );
+
+    // The file's tools are changed in the file only, and a reload applies the change.
+    let (r, _) = s
+        .call(
+            4,
+            "manifold_update_tool",
+            json!({"name": "rc_transient", "description": "x"}),
+        )
+        .await;
+    assert_eq!(r["isError"], true);
+    assert!(
+        text_of(&r).contains("defined in the configuration file"),
+        "{r}"
+    );
+    let without_beam = engineering_config(dir.path());
+    let cut = without_beam.find("[tools.beam_deflection]").unwrap();
+    std::fs::write(&config_path, &without_beam[..cut]).unwrap();
+    let started = Instant::now();
+    loop {
+        let names = tool_names(
+            &s.post(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
+                .await,
+        );
+        if !names.contains(&"beam_deflection".to_owned()) {
+            assert!(names.contains(&"rc_transient".to_owned()), "{names:?}");
+            break;
+        }
+        assert!(
+            started.elapsed() < HANG_GUARD,
+            "the reload never removed beam_deflection"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -16,6 +16,7 @@ mod sandbox;
 mod servers;
 pub(crate) mod store;
 pub(crate) mod telemetry;
+pub(crate) mod tools;
 pub(crate) mod upstream_credentials;
 
 use std::path::Path;
@@ -43,6 +44,7 @@ const TOP_KEYS: &[&str] = &[
     "audit",
     "approvals",
     "authoring",
+    "tools",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -111,6 +113,7 @@ pub(crate) fn load_text(
     let audit = audit::read_audit(&mut reader, root.get("audit"));
     let approvals = approvals::read_approvals(&mut reader, root.get("approvals"));
     let authoring = authoring::read_authoring(&mut reader, root.get("authoring"));
+    let tools = tools::read_tools(&mut reader, root.get("tools"));
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -124,5 +127,6 @@ pub(crate) fn load_text(
     config.audit = audit;
     config.approvals = approvals;
     config.authoring = authoring;
+    config.tools = tools;
     Ok(config)
 }

@@ -182,7 +182,7 @@ async fn reload(running: &mut Running, why: &str) {
     let fixed = needs_restart(&running.started, &next);
     if !fixed.is_empty() {
         tracing::warn!(
-            "{} changed; these settings apply only when Manifold restarts (a reload applies [servers.*], [[rules]], [rate_limits] and gateway.drain_timeout), the running values stay",
+            "{} changed; these settings apply only when Manifold restarts (a reload applies [servers.*], [tools.*], [[rules]], [rate_limits] and gateway.drain_timeout), the running values stay",
             fixed.join(", ")
         );
     }
@@ -204,6 +204,12 @@ async fn reload(running: &mut Running, why: &str) {
             } else {
                 ""
             };
+            match crate::gateway_config::configured_tools(&next) {
+                Ok(tools) => running.stored.authored.configure(tools),
+                Err(e) => tracing::error!(
+                    "{why}: {e}; the [tools.*] in force stay until the file is fixed"
+                ),
+            }
             tracing::info!("reloaded {} ({why}): {summary}{rules}", path.display());
             running.config = next;
         }
