@@ -33,6 +33,8 @@ pub const AUTHORING: &[&str] = &[
     TOOL_HISTORY,
     ROLLBACK_TOOL,
 ];
+/// The authoring tools that make or change code that will run: what an ask rule may hold.
+pub const AUTHORING_CHANGES: &[&str] = &[CREATE_TOOL, UPDATE_TOOL, ROLLBACK_TOOL];
 /// Every reserved name: no server tool and no authored tool may take one.
 pub const NAMES: &[&str] = &[
     HEALTH,

@@ -210,9 +210,12 @@ impl Rule {
 
     fn covers(&self, kind: ItemKind, server: Option<&str>, name: &str, tool: Option<&str>) -> bool {
         if self.spec.effect == Effect::Ask {
-            // Ask rules hold tool calls of servers; built-in tools run in Manifold and read only.
+            // Ask rules hold tool calls of servers, and the authoring tools that make or change
+            // code that will run here; the other built-ins run in Manifold and read only.
             // Annotations can only add a hold: unknown ones (no definition) never match.
-            if kind != ItemKind::Tool || server.is_none() {
+            if kind != ItemKind::Tool
+                || (server.is_none() && !builtin::AUTHORING_CHANGES.contains(&name))
+            {
                 return false;
             }
             if !self.spec.annotations.is_empty()
@@ -726,8 +729,9 @@ impl Gateway {
             }
         };
         // Built-in tools run in Manifold; the tool manifold_call_tool reaches is counted itself.
+        // An ask can only have matched an authoring tool that changes code (`covers`).
         if is_builtin {
-            return Ok(None);
+            return Ok(ask);
         }
         let who = who(ctx);
         match limiter.check_tool(who, name, Instant::now()) {

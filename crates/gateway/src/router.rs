@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use manifold_telemetry::labels::AUTHORED_UPSTREAM;
 use manifold_upstream::{CallEvent, UpstreamError};
 use manifold_wire::elements::rewrite_elements;
 use manifold_wire::id::json_string;
@@ -213,6 +214,45 @@ impl Gateway {
         Ok(out)
     }
 
+    /// The approval stage for a call an ask rule matched: a retry resuming a held call (its
+    /// requestState sealed here) passed it already; calls no ask rule matched go on untouched.
+    #[allow(clippy::too_many_arguments)]
+    async fn stage<'r>(
+        &self,
+        ctx: &RequestContext,
+        request: &'r Message,
+        ask: Option<crate::policy::AskRule>,
+        server: &str,
+        tool: &str,
+        definition: Option<&str>,
+        cap: Option<std::time::Duration>,
+    ) -> Staged<'r> {
+        let Some(ask) = ask else {
+            return Staged::Go(Cow::Borrowed(request), None);
+        };
+        if ctx.client.revision.era() == Era::Modern
+            && request
+                .params_str(&["requestState"])
+                .is_some_and(|s| self.inner.held.issued(&s))
+        {
+            return Staged::Go(Cow::Borrowed(request), None);
+        }
+        let held = crate::approval::HeldCall {
+            ask: &ask,
+            server,
+            tool,
+            definition,
+            cap,
+        };
+        match self.settings().approvals.hold(ctx, request, held).await {
+            crate::approval::Verdict::Run { request, approval } => {
+                Staged::Go(Cow::Owned(request), Some(approval))
+            }
+            crate::approval::Verdict::Answer(raw) => Staged::Answer(raw),
+            crate::approval::Verdict::Refuse(refusal) => Staged::Refuse(refusal),
+        }
+    }
+
     pub(crate) async fn call_tool(&self, ctx: &RequestContext, request: &Message) -> Message {
         let id = request.id();
         let Some(name) = request.params_str(&["name"]) else {
@@ -256,8 +296,41 @@ impl Gateway {
             _ => {}
         }
         if self.is_hosted(&name) {
-            return match self.call_hosted(ctx, request, &name).await {
-                Ok(raw) => respond(raw),
+            // Only the authoring tools that make or change code can be held (policy.rs); the
+            // approval is bound to the definition the client saw.
+            let definition = self.settings().hosted.as_ref().and_then(|h| {
+                h.authoring()
+                    .iter()
+                    .zip(builtin::AUTHORING)
+                    .find(|(_, n)| **n == name)
+                    .map(|(d, _)| *d)
+            });
+            let (request, approval) = match self
+                .stage(
+                    ctx,
+                    request,
+                    ask,
+                    AUTHORED_UPSTREAM,
+                    &name,
+                    definition,
+                    None,
+                )
+                .await
+            {
+                Staged::Go(request, approval) => (request, approval),
+                Staged::Answer(raw) => return respond(raw),
+                Staged::Refuse(refusal) => return refusal,
+            };
+            return match self.call_hosted(ctx, &request, &name).await {
+                Ok(raw) => respond(match &approval {
+                    Some(a) => patch::set(
+                        &raw,
+                        &["_meta", crate::approval::APPROVAL_META],
+                        &a.meta_json(),
+                    )
+                    .unwrap_or(raw),
+                    None => raw,
+                }),
                 Err(refusal) => *refusal,
             };
         }
@@ -276,32 +349,15 @@ impl Gateway {
         {
             return Message::error(id.cloned(), &down.to_error_object());
         }
-        let (request, approval) = match ask {
-            // A retry resuming a held call (its requestState sealed here) passed this stage
-            // already. Calls no ask rule matched never reach this test.
-            Some(ask)
-                if !(ctx.client.revision.era() == Era::Modern
-                    && request
-                        .params_str(&["requestState"])
-                        .is_some_and(|s| self.inner.held.issued(&s))) =>
-            {
-                let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
-                let held = crate::approval::HeldCall {
-                    ask: &ask,
-                    server: &server,
-                    tool: &name,
-                    definition: catalog.tool_entry(&name).map(|e| e.raw.as_str()),
-                    cap,
-                };
-                match self.settings().approvals.hold(ctx, request, held).await {
-                    crate::approval::Verdict::Run { request, approval } => {
-                        (Cow::Owned(request), Some(approval))
-                    }
-                    crate::approval::Verdict::Answer(raw) => return respond(raw),
-                    crate::approval::Verdict::Refuse(refusal) => return refusal,
-                }
-            }
-            _ => (Cow::Borrowed(request), None),
+        let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
+        let definition = catalog.tool_entry(&name).map(|e| e.raw.as_str());
+        let (request, approval) = match self
+            .stage(ctx, request, ask, &server, &name, definition, cap)
+            .await
+        {
+            Staged::Go(request, approval) => (request, approval),
+            Staged::Answer(raw) => return respond(raw),
+            Staged::Refuse(refusal) => return refusal,
         };
         let outgoing = match renamed(&request, &original) {
             Ok(m) => m,
@@ -966,6 +1022,16 @@ fn renamed(request: &Message, original: &str) -> Result<Message, Box<Message>> {
             format!("could not forward: {e}"),
         ))
     })
+}
+
+/// What the approval stage made of a call.
+enum Staged<'r> {
+    /// Go on with this request; the approval, when a person gave one, goes into the result.
+    Go(Cow<'r, Message>, Option<crate::approval::Granted>),
+    /// The call ends with this raw result (declined, timed out).
+    Answer(String),
+    /// The call is refused with this message.
+    Refuse(Message),
 }
 
 fn arguments_of(request: &Message) -> Value {

@@ -94,8 +94,13 @@ fn last_json(out: &str, err: &str) -> Value {
 
 /// Runs the Python SDK client through `steps`; its report.
 fn python_client(url: &str, mode: &str, steps: Value) -> Value {
+    python_client_answering(url, mode, steps, None)
+}
+
+/// The same, answering every question the gateway asks (an approval) with `answer`.
+fn python_client_answering(url: &str, mode: &str, steps: Value, answer: Option<&str>) -> Value {
     let script = workspace_root().join("crates/manifold/tests/clients/authored_py_client.py");
-    let plan = json!({"url": url, "mode": mode, "steps": steps});
+    let plan = json!({"url": url, "mode": mode, "steps": steps, "answer": answer});
     let mut command = Command::new(python().unwrap());
     command
         .arg(script)
@@ -957,5 +962,42 @@ async fn the_engineering_examples_run_ngspice_and_calculix_from_the_configuratio
             "the reload never removed beam_deflection"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn an_ask_rule_holds_the_creation_of_a_tool_until_a_person_says_yes() {
+    let dir = ScratchDir::new("authored-ask").unwrap();
+    let config = format!(
+        "{}\n[[rules]]\nname = \"new-code-asks\"\neffect = \"ask\"\ntools = [\"manifold_create_tool\", \"manifold_update_tool\"]\n",
+        config(&dir.path().join("data"))
+    );
+    std::fs::write(dir.path().join("manifold.toml"), config).unwrap();
+    let gateway = start_gateway(dir.path());
+    for (mode, answer, created) in [("legacy", "decline", false), ("auto", "accept", true)] {
+        let report = python_client_answering(
+            &gateway.url,
+            mode,
+            json!([call("manifold_create_tool", word_count()), {"list": true}]),
+            Some(answer),
+        );
+        let steps = report["steps"].as_array().unwrap();
+        let asked = report["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{mode}: one question: {report}");
+        assert!(
+            asked[0].as_str().unwrap().contains("manifold_create_tool"),
+            "{report}"
+        );
+        let listed = steps[1]["tools"].as_array().unwrap();
+        assert_eq!(
+            listed.iter().any(|t| t == "word_count"),
+            created,
+            "{mode} answered {answer}: {report}"
+        );
+        assert_eq!(
+            steps[0]["isError"] == true || steps[0].get("error").is_some(),
+            !created,
+            "{report}"
+        );
     }
 }

@@ -5,17 +5,25 @@
 #
 # usage: python authored_py_client.py PLAN_JSON
 # PLAN_JSON: {"url": URL, "mode": "legacy" | "auto",
-#             "steps": [{"list": true} | {"call": NAME, "arguments": {...}, "progress": bool}]}
+#             "steps": [{"list": true} | {"call": NAME, "arguments": {...}, "progress": bool}],
+#             "answer": "accept" | "decline" (optional: how to answer a question, e.g. an approval)}
 import json
 import sys
 
 import anyio
 from mcp import Client
+from mcp_types import ElicitResult
 
 
 async def main(plan: dict) -> None:
-    report: dict = {"steps": []}
-    async with Client(plan["url"], mode=plan["mode"], cache=None) as client:
+    report: dict = {"steps": [], "asked": []}
+
+    async def on_elicit(ctx, params):
+        report["asked"].append(params.model_dump(by_alias=True, exclude_none=True).get("message", ""))
+        return ElicitResult(action=plan["answer"], content={} if plan["answer"] == "accept" else None)
+
+    kwargs = {"elicitation_callback": on_elicit} if plan.get("answer") else {}
+    async with Client(plan["url"], mode=plan["mode"], cache=None, **kwargs) as client:
         report["protocolVersion"] = client.protocol_version
         for step in plan["steps"]:
             entry: dict = {}
