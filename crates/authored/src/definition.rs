@@ -44,7 +44,8 @@ impl Language {
     pub fn script_name(self) -> &'static str {
         match self {
             Language::Python => "tool.py",
-            Language::Node => "tool.mjs",
+            // `.js` with no package.json: Node takes `import` and `require` alike.
+            Language::Node => "tool.js",
             Language::Sh => "tool.sh",
         }
     }

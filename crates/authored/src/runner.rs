@@ -38,6 +38,29 @@ pub const TOOL_PIDS: u64 = 64;
 /// Hosts a dependency install may reach: PyPI and npm.
 pub const REGISTRY_HOSTS: &[&str] = &["pypi.org", "files.pythonhosted.org", "registry.npmjs.org"];
 
+/// Variables an install takes from the gateway's environment, so that it trusts what the host
+/// trusts (a company's TLS-inspecting proxy CA) and uses the host's registry mirrors.
+pub const INSTALL_ENV_FROM_HOST: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT",
+    "REQUESTS_CA_BUNDLE",
+    "npm_config_cafile",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "npm_config_registry",
+];
+
+/// The host of an index URL (`https://mirror.example:8443/simple` → `mirror.example`).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = host.split(':').next()?;
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
 /// What a call produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -207,10 +230,18 @@ impl Runner {
         Ok(command)
     }
 
-    /// Writes the code where the sandbox reads it: one file per content digest, never changed.
-    fn code_dir(&self, def: &ToolDefinition) -> Result<PathBuf, RunError> {
+    /// Writes the code where the sandbox reads it: one file per (code, dependency dir), never
+    /// changed. A node tool's dependencies are linked beside it as `node_modules`, where both
+    /// `import` and `require` look.
+    fn code_dir(&self, def: &ToolDefinition, deps: Option<&Path>) -> Result<PathBuf, RunError> {
         use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(def.code.as_bytes());
+        let mut hasher = Sha256::new();
+        hasher.update(def.code.as_bytes());
+        if let Some(deps) = deps {
+            hasher.update(b"\0");
+            hasher.update(deps.as_os_str().as_encoded_bytes());
+        }
+        let digest = hasher.finalize();
         let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
         let dir = self.root.join("code").join(hex);
         let file = dir.join(def.language.script_name());
@@ -226,6 +257,17 @@ impl Runner {
                     path: file.clone(),
                     source,
                 })?;
+        }
+        let link = dir.join("node_modules");
+        if let (Language::Node, Some(deps)) = (def.language, deps)
+            && !link.exists()
+        {
+            std::os::unix::fs::symlink(deps.join("node_modules"), &link).map_err(|source| {
+                RunError::Prepare {
+                    path: link.clone(),
+                    source,
+                }
+            })?;
         }
         Ok(dir)
     }
@@ -245,7 +287,7 @@ impl Runner {
         } else {
             Some(self.install(def.language, &deps, progress).await?)
         };
-        let code = self.code_dir(def)?;
+        let code = self.code_dir(def, deps_dir.as_deref())?;
         let (program, language) = interpreter(def.language);
         let program = find_program(program, language)?;
         let mut spec = self.spec(&self.root.join("tools").join(&def.name), Network::None)?;
@@ -376,10 +418,28 @@ impl Runner {
         let mut spec = self.spec(&self.root.join("install"), Network::Allow)?;
         spec.read_write.push(partial.clone());
         spec.allow_hosts = REGISTRY_HOSTS.iter().map(|h| (*h).to_owned()).collect();
-        let env = [
+        let mut env = vec![
             ("npm_config_cache", "/home/sandbox/.npm".to_owned()),
             ("npm_config_update_notifier", "false".to_owned()),
         ];
+        for name in INSTALL_ENV_FROM_HOST {
+            let Ok(value) = std::env::var(name) else {
+                continue;
+            };
+            if name.ends_with("URL") || name.ends_with("registry") {
+                spec.allow_hosts
+                    .extend(value.split_whitespace().filter_map(url_host));
+            } else if Path::new(&value).exists()
+                && !value.starts_with("/usr/")
+                && !value.starts_with("/etc/")
+            {
+                // /usr and the /etc entries a sandbox sees are there already.
+                spec.read_only.push(PathBuf::from(&value));
+            }
+            env.push((name, value));
+        }
+        spec.allow_hosts.sort();
+        spec.allow_hosts.dedup();
         let command = self.command(spec.clone(), &program, &args, &env)?;
         let mut started = command.spawn_with(|cmd| {
             let mut cmd = tokio::process::Command::from(cmd);
@@ -474,4 +534,22 @@ fn serve_egress(
         manifold_egress::Egress::new("authored-tool-install", policy),
     ));
     Ok(EgressTask(task.abort_handle()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_host;
+
+    #[test]
+    fn index_urls_give_their_hosts() {
+        assert_eq!(
+            url_host("https://mirror.example:8443/simple").as_deref(),
+            Some("mirror.example")
+        );
+        assert_eq!(
+            url_host("https://u:p@Pypi.Internal/x").as_deref(),
+            Some("pypi.internal")
+        );
+        assert_eq!(url_host("not a url"), None);
+    }
 }

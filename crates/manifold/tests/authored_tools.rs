@@ -662,6 +662,30 @@ async fn a_dependency_is_installed_once_with_progress_and_the_tools_survive_a_re
     let (r, progress) = s.call(5, "six_again", json!({})).await;
     assert_eq!(text_of(&r).trim(), "1.16.0 True", "{r}");
     assert!(progress.is_empty(), "{progress:?}");
+    // Node: `import` and `require` both work, and an npm dependency is installed the same way.
+    s.create(
+        8,
+        json!({"name": "node_double", "description": "Doubles n", "language": "node",
+            "code": "import { readFileSync } from 'node:fs';\nconst a = JSON.parse(readFileSync(0, 'utf8'));\nconsole.log(JSON.stringify({ double: a.n * 2 }));"}),
+    )
+    .await;
+    let (r, _) = s.call(9, "node_double", json!({"n": 3})).await;
+    assert_eq!(r["structuredContent"], json!({"double": 6}), "{r}");
+    s.create(
+        10,
+        json!({"name": "node_pad", "description": "Pads with zeros", "language": "node",
+            "dependencies": ["left-pad@1.3.0"], "timeout": 300,
+            "code": "const leftPad = require('left-pad');\nconsole.log(leftPad('7', 3, '0'));"}),
+    )
+    .await;
+    let (r, progress) = s.call(11, "node_pad", json!({})).await;
+    assert_eq!(text_of(&r).trim(), "007", "{r}");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p.contains("installing left-pad@1.3.0")),
+        "{progress:?}"
+    );
     // A dependency that does not exist fails the call with the installer's words.
     s.create(
         6,
