@@ -270,14 +270,36 @@ pub fn search(gateway: &Gateway, ctx: &RequestContext, arguments: &Value) -> Str
     let catalog = gateway.catalog();
     let policy = gateway.policy();
     let view = policy.for_caller(ctx.caller.as_deref());
-    let mut scored: Vec<(u32, &crate::catalog::build::Entry, Value)> = catalog
+    // Server tools and authored tools (a server tool of the same name shadows an authored one).
+    let hosted = gateway
+        .settings()
+        .hosted
+        .as_ref()
+        .map(|h| h.listed())
+        .unwrap_or_default();
+    let candidates = catalog
         .tools
         .iter()
         .filter(|e| view.sees_entry(crate::policy::ItemKind::Tool, e))
-        .filter_map(|e| {
-            let v: Value = serde_json::from_str(&e.raw).ok()?;
-            let name = e.exposed.to_lowercase();
-            let name_words = words(&e.exposed);
+        .map(|e| (e.exposed.as_ref(), e.server.as_ref(), e.raw.as_str()))
+        .chain(
+            hosted
+                .iter()
+                .filter(|h| catalog.tool(&h.name).is_none())
+                .filter(|h| view.sees(crate::policy::ItemKind::Tool, None, &h.name))
+                .map(|h| {
+                    (
+                        h.name.as_str(),
+                        manifold_telemetry::labels::AUTHORED_UPSTREAM,
+                        h.raw.as_str(),
+                    )
+                }),
+        );
+    let mut scored: Vec<(u32, &str, &str, Value)> = candidates
+        .filter_map(|(exposed, server, raw)| {
+            let v: Value = serde_json::from_str(raw).ok()?;
+            let name = exposed.to_lowercase();
+            let name_words = words(exposed);
             let desc = v.get("description").and_then(Value::as_str).unwrap_or("");
             let desc_words = words(desc);
             let mut score = 0u32;
@@ -293,17 +315,17 @@ pub fn search(gateway: &Gateway, ctx: &RequestContext, arguments: &Value) -> Str
                     score += 1;
                 }
             }
-            (score > 0).then_some((score, e, v))
+            (score > 0).then_some((score, exposed, server, v))
         })
         .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.exposed.cmp(&b.1.exposed)));
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     let found: Vec<Value> = scored
         .iter()
         .take(limit)
-        .map(|(score, e, v)| {
+        .map(|(score, exposed, server, v)| {
             json!({
-                "name": e.exposed,
-                "server": e.server.as_ref(),
+                "name": exposed,
+                "server": server,
                 "description": v.get("description"),
                 "inputSchema": v.get("inputSchema"),
                 "score": score,

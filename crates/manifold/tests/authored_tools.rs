@@ -319,9 +319,16 @@ fn a_modern_client_authors_and_calls_and_every_bad_definition_is_refused_with_it
             call("word_count", json!({"text": 7})),
             call("word_count", json!({})),
             {"list": true},
+            call("manifold_search_tools", json!({"query": "count words"})),
         ]),
     );
     assert_eq!(report["protocolVersion"], "2026-07-28", "{report}");
+    let found = report["steps"][14]["structured"].to_string();
+    assert!(
+        found.contains("\"name\":\"word_count\"") && found.contains("\"server\":\"(authored)\""),
+        "search finds it: {}",
+        report["steps"][14]
+    );
     let steps = report["steps"].as_array().unwrap();
     let expected = [
         "taken",
