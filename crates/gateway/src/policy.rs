@@ -729,8 +729,9 @@ impl Gateway {
             }
         };
         // Built-in tools run in Manifold; the tool manifold_call_tool reaches is counted itself.
-        // An ask can only have matched an authoring tool that changes code (`covers`).
-        if is_builtin {
+        // An ask can only have matched an authoring tool that changes code (`covers`). Authored
+        // tools run code, so their calls count against the tool limits like a server's.
+        if builtin::NAMES.contains(&name) {
             return Ok(ask);
         }
         let who = who(ctx);

@@ -713,6 +713,23 @@ const MODERN: &str = "2026-07-28";
 
 /// One stateless (2026-07-28) request with a bearer key; the JSON-RPC response.
 async fn ask_as(url: &str, key: &str, method: &str, params: Value) -> Value {
+    let text = modern_request(url, Some(key), method, params)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A stateless (2026-07-28) request, not yet sent.
+fn modern_request(
+    url: &str,
+    key: Option<&str>,
+    method: &str,
+    params: Value,
+) -> reqwest::RequestBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let mut params = params;
@@ -727,21 +744,15 @@ async fn ask_as(url: &str, key: &str, method: &str, params: Value) -> Value {
         .header("content-type", "application/json")
         .header("accept", "application/json")
         .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .header("authorization", format!("Bearer {key}"));
+        .header("mcp-method", method);
+    if let Some(key) = key {
+        request = request.header("authorization", format!("Bearer {key}"));
+    }
     if !name.is_empty() {
         request = request.header("mcp-name", name);
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let text = request
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    request.body(body.to_string())
 }
 
 fn create_key(dir: &Path, name: &str, groups: &str) -> String {
@@ -1031,4 +1042,37 @@ fn an_ask_rule_holds_the_creation_of_a_tool_until_a_person_says_yes() {
             "{report}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_client_closing_its_request_kills_the_running_tool() {
+    let dir = ScratchDir::new("authored-close").unwrap();
+    let gateway = start_gateway(dir.path());
+    let s = Session::open(&gateway.url).await;
+    s.create(
+        1,
+        sh_tool("lingers", "sleep 765.5 & sleep 765.5; wait", 60.0),
+    )
+    .await;
+    let pending = modern_request(
+        &gateway.url,
+        None,
+        "tools/call",
+        json!({"name": "lingers", "arguments": {}}),
+    );
+    let call = tokio::spawn(async move {
+        let _ = pending.send().await.map(|r| r.text());
+    });
+    let started = Instant::now();
+    while processes_with("765.5").len() < 2 {
+        assert!(started.elapsed() < HANG_GUARD, "the tool never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Dropping the request closes its connection: for a stateless client that is the cancellation.
+    call.abort();
+    assert_eq!(
+        until_gone("765.5").await,
+        Vec::<u32>::new(),
+        "the tool's tree is gone"
+    );
 }
