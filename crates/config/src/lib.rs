@@ -33,6 +33,9 @@ pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
 pub use error::{ConfigError, ConfigErrors, ImportError};
 pub use import::import;
+pub use import::registry::{
+    import_entry as import_registry_entry, server_of as registry_server_of,
+};
 pub use load::approvals::{
     ApprovalSettings, DEFAULT_APPROVAL_PROGRESS_WINDOW, DEFAULT_APPROVAL_WINDOW,
     MAX_APPROVAL_WINDOW, MIN_APPROVAL_WINDOW,

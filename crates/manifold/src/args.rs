@@ -119,10 +119,13 @@ pub enum Command {
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
-    /// Convert an `mcpServers` JSON (Claude Desktop, Cursor, Claude Code, VS Code) into Manifold's TOML on stdout.
+    /// Convert an `mcpServers` JSON (Claude Desktop, Cursor, Claude Code, VS Code) or an MCP registry entry into Manifold's TOML on stdout.
     Import {
-        /// The JSON file to convert.
+        /// The JSON file to convert (a client's configuration, or a registry `server.json`); with `--registry`, the server's registry name, NAME[@VERSION].
         file: PathBuf,
+        /// An MCP registry's base URL (e.g. https://registry.modelcontextprotocol.io): import the server the argument names from it.
+        #[arg(long, value_name = "URL")]
+        registry: Option<String>,
     },
     /// Print a server's tools (or every tool Manifold exposes) as an AI API's tool definitions: `manifold export --format openai URL`.
     Export {

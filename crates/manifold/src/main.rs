@@ -21,6 +21,7 @@ mod keys;
 mod login;
 mod pin_store;
 mod pins_commands;
+mod registry_import;
 mod report;
 mod serve;
 mod telemetry_setup;
@@ -96,7 +97,14 @@ fn main() -> ExitCode {
             Command::Stdio { config } => serve::stdio(config.as_deref()).await,
             Command::Check { config } => config_commands::check(config.as_deref()).await,
             Command::Doctor { config } => doctor::doctor(config.as_deref()),
-            Command::Import { file } => config_commands::import(file),
+            Command::Import {
+                file,
+                registry: None,
+            } => config_commands::import(file),
+            Command::Import {
+                file,
+                registry: Some(registry),
+            } => registry_import::import(registry, &file.to_string_lossy()).await,
             Command::Login { server, config } => login::login(config.as_deref(), server).await,
             Command::Pins { action } => pins_commands::run(action).await,
             Command::Approvals { action } => approvals_commands::run(action).await,

@@ -4,10 +4,12 @@
 //! stable (servers by name, keys in a fixed order) and says in comments what did not carry
 //! over. Values are copied as written: references stay references, literal secrets stay
 //! literal (with a note), nothing is resolved. Every output loads with `Config::from_str`
-//! (given the variables it references).
+//! (given the variables it references). An entry of the official MCP registry (`server.json`)
+//! is converted by `registry.rs`.
 
 pub mod jsonc;
 mod references;
+pub mod registry;
 
 use std::collections::BTreeSet;
 
@@ -65,6 +67,9 @@ pub fn import(json_text: &str, source_name: &str) -> Result<String, ImportError>
             reason,
         }
     })?;
+    if registry::is_registry_entry(&json) {
+        return registry::import_entry(&json, source_name);
+    }
     let (layout, servers, inputs) = find_servers(&json).ok_or_else(|| ImportError::NoServers {
         source_name: source_name.to_owned(),
         found: describe_top_level(&json),
