@@ -30,6 +30,17 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(user + system)
 }
 
+/// User + system CPU time of `pid`'s children that ended and were waited for (cutime + cstime):
+/// where short-lived processes, such as an authored tool's, leave their CPU time.
+pub fn reaped_children_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields = stat_fields(&text)?;
+    // cutime is field 16 and cstime field 17 of proc(5).
+    let user: u64 = fields.get(13)?.parse().ok()?;
+    let system: u64 = fields.get(14)?.parse().ok()?;
+    Some(user + system)
+}
+
 /// User + system CPU time of `pid` and every process below it, in clock ticks (a server whose
 /// work happens in child processes, like PostgreSQL's backends); `None` when `pid` itself is gone.
 pub fn tree_cpu_ticks(pid: u32) -> Option<u64> {

@@ -15,8 +15,8 @@ use crate::machine::{Machine, load_average, version_of, workspace_commit};
 use crate::report::{Report, ScenarioReport, Status};
 use crate::scenarios::latency::Case;
 use crate::scenarios::{
-    ALL_SCENARIOS, Fleet, Plan, SMALL_MESSAGE, ScenarioId, audit, callgrind, coldstart, cpu,
-    default_scenario, fanout, large_message, latency, memory, sandbox, targets, throughput,
+    ALL_SCENARIOS, Fleet, Plan, SMALL_MESSAGE, ScenarioId, audit, authored, callgrind, coldstart,
+    cpu, default_scenario, fanout, large_message, latency, memory, sandbox, targets, throughput,
 };
 use crate::setup;
 
@@ -319,6 +319,19 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
             ));
             s
         }
+        ScenarioId::Authored => {
+            let mut s = ScenarioReport::new(
+                "authored",
+                "11. Authored tools: Manifold with one stdio echo server and two authored echo tools ([tools.NAME], sh and python), each called sequentially on its own legacy session, variants alternating round by round",
+                authored::columns(),
+            );
+            s.notes.push(format!(
+                "every authored call starts a strict sandbox and the interpreter; at most {} timed calls per variant and round; cpu us/call = user+system time of the gateway and every process below it, the ended ones included (cutime/cstime), / timed calls; gateway cpu = the gateway process alone (clock ticks of {:.0} ms)",
+                authored::MAX_CALLS_PER_ROUND,
+                1000.0 / crate::process_metrics::clock_ticks_per_second() as f64
+            ));
+            s
+        }
         ScenarioId::Callgrind => {
             let mut s = ScenarioReport::new(
                 "callgrind",
@@ -473,6 +486,13 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
         let labels = sandbox::VARIANTS.iter().map(|v| v.label());
         let measured = manifold_only(manifold_runs, labels, || sandbox::measure(&launcher, &plan));
         run_manifold_only(ScenarioId::Sandbox, &plan, &mut reports, measured).await;
+    }
+    if wants(ScenarioId::Authored) {
+        let labels = authored::VARIANTS.iter().map(|v| v.label());
+        let measured = manifold_only(manifold_runs, labels, || {
+            authored::measure(&launcher, &plan)
+        });
+        run_manifold_only(ScenarioId::Authored, &plan, &mut reports, measured).await;
     }
     if wants(ScenarioId::Callgrind) {
         let labels = callgrind::VARIANTS.iter().map(|v| v.label());

@@ -3,6 +3,7 @@
 //! round in a rotating order, so that machine noise falls on all of them alike.
 
 pub mod audit;
+pub mod authored;
 pub mod callgrind;
 pub mod coldstart;
 pub mod cpu;
@@ -38,6 +39,8 @@ pub enum ScenarioId {
     Audit,
     /// 9. A stdio server sandboxed (strict) against unsandboxed: cold start, latency, CPU.
     Sandbox,
+    /// 11. Authored tools (sh, python) against a server tool: latency and CPU per call.
+    Authored,
     /// 10. Instructions per forwarded call under callgrind, trail off and on (`--only` only).
     ///
     /// Not in a default run: it needs valgrind and runs the gateway tens of times slower.
@@ -45,7 +48,7 @@ pub enum ScenarioId {
 }
 
 /// Every scenario, in report order.
-pub const ALL_SCENARIOS: [ScenarioId; 10] = [
+pub const ALL_SCENARIOS: [ScenarioId; 11] = [
     ScenarioId::Latency,
     ScenarioId::Throughput,
     ScenarioId::Cpu,
@@ -55,6 +58,7 @@ pub const ALL_SCENARIOS: [ScenarioId; 10] = [
     ScenarioId::Eras,
     ScenarioId::Audit,
     ScenarioId::Sandbox,
+    ScenarioId::Authored,
     ScenarioId::Callgrind,
 ];
 
