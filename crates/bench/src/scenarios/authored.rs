@@ -21,17 +21,18 @@ pub const MAX_CALLS_PER_ROUND: u64 = 200;
 /// Untimed calls per variant before the first round.
 const WARMUP_CALLS: u64 = 10;
 
-/// The authored tools, as the configuration file holds them: both print their arguments back.
+/// The authored tools, as the configuration file holds them: both print their `message` back,
+/// as the echo server does (the bench checks the answer).
 pub const TOOLS: &str = r#"
 [tools.echo_sh]
-description = "Prints its arguments back"
+description = "Prints its message back"
 language = "sh"
-code = "cat"
+code = '''sed -e 's/^.*"message":"//' -e 's/".*$//' | tr -d '\n' '''
 
 [tools.echo_py]
-description = "Prints its arguments back"
+description = "Prints its message back"
 language = "python"
-code = "import sys\nsys.stdout.write(sys.stdin.read())\n"
+code = "import json, sys\nsys.stdout.write(json.load(sys.stdin)['message'])\n"
 "#;
 
 /// What is called.
