@@ -506,6 +506,27 @@ mod tests {
             ),
             (json!({"description": " "}), "description", "empty"),
             (json!({"color": "red"}), "arguments", "not a field"),
+            (
+                json!({"title": "t".repeat(MAX_TITLE_BYTES + 1)}),
+                "title",
+                "at most",
+            ),
+            (
+                json!({"description": "d".repeat(MAX_DESCRIPTION_BYTES + 1)}),
+                "description",
+                "at most",
+            ),
+            (
+                json!({"inputSchema": {"type": "object", "description": "s".repeat(MAX_SCHEMA_BYTES)}}),
+                "inputSchema",
+                "at most",
+            ),
+            (
+                json!({"annotations": {"title": "a".repeat(MAX_ANNOTATIONS_BYTES)}}),
+                "annotations",
+                "at most",
+            ),
+            (json!({"timeout": 601}), "timeout", "seconds"),
         ];
         for (patch, field, words) in cases {
             let mut args = minimal();

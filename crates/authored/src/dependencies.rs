@@ -168,6 +168,8 @@ mod tests {
                 .contains("npm package name")
         );
         assert!(parse_all(Language::Sh, &["x==1".into()]).is_err());
+        let long = format!("{}==1.0", "s".repeat(MAX_DEPENDENCY_LEN));
+        assert!(py(&long).unwrap_err().contains("at most"));
         let many = vec!["six==1.0".to_owned(); MAX_DEPENDENCIES + 1];
         assert!(
             parse_all(Language::Python, &many)

@@ -38,6 +38,28 @@ pub const TOOL_PIDS: u64 = 64;
 /// Hosts a dependency install may reach: PyPI and npm.
 pub const REGISTRY_HOSTS: &[&str] = &["pypi.org", "files.pythonhosted.org", "registry.npmjs.org"];
 
+/// pip's flags for an install into a directory of its own (the directory follows).
+const PIP_INSTALL: &[&str] = &[
+    "-m",
+    "pip",
+    "install",
+    "--no-input",
+    "--disable-pip-version-check",
+    "--no-cache-dir",
+    "--quiet",
+    "--target",
+];
+/// npm's, with no lifecycle scripts run (the directory follows).
+const NPM_INSTALL: &[&str] = &[
+    "install",
+    "--no-audit",
+    "--no-fund",
+    "--no-save",
+    "--no-package-lock",
+    "--ignore-scripts",
+    "--prefix",
+];
+
 /// Variables an install takes from the gateway's environment, so that it trusts what the host
 /// trusts (a company's TLS-inspecting proxy CA) and uses the host's registry mirrors.
 pub const INSTALL_ENV_FROM_HOST: &[&str] = &[
@@ -377,44 +399,18 @@ impl Runner {
         let partial = dir.with_extension("partial");
         let _ = std::fs::remove_dir_all(&partial);
         prepare(&partial)?;
-        let (program, args) = match language {
-            Language::Python => (
-                find_program("python3", "python")?,
-                [
-                    "-m",
-                    "pip",
-                    "install",
-                    "--no-input",
-                    "--disable-pip-version-check",
-                    "--no-cache-dir",
-                    "--quiet",
-                    "--target",
-                ]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .chain([partial.display().to_string()])
-                .chain(specs.iter().cloned())
-                .collect::<Vec<_>>(),
-            ),
-            Language::Node => (
-                find_program("npm", "node")?,
-                [
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--no-save",
-                    "--no-package-lock",
-                    "--ignore-scripts",
-                    "--prefix",
-                ]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .chain([partial.display().to_string()])
-                .chain(specs.iter().cloned())
-                .collect::<Vec<_>>(),
-            ),
+        // Each installer's flags, then the target directory, then the specs.
+        let (program, flags): (PathBuf, &[&str]) = match language {
+            Language::Python => (find_program("python3", "python")?, PIP_INSTALL),
+            Language::Node => (find_program("npm", "node")?, NPM_INSTALL),
             Language::Sh => return Ok(dir),
         };
+        let args: Vec<String> = flags
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain([partial.display().to_string()])
+            .chain(specs.iter().cloned())
+            .collect();
         let mut spec = self.spec(&self.root.join("install"), Network::Allow)?;
         spec.read_write.push(partial.clone());
         spec.allow_hosts = REGISTRY_HOSTS.iter().map(|h| (*h).to_owned()).collect();
@@ -538,7 +534,16 @@ fn serve_egress(
 
 #[cfg(test)]
 mod tests {
-    use super::url_host;
+    use super::{read_capped, url_host};
+
+    #[tokio::test]
+    async fn output_is_read_to_the_end_and_kept_to_its_cap() {
+        let big = vec![b'x'; 100_000];
+        let (kept, truncated) = read_capped(&big[..], 1000).await;
+        assert_eq!((kept.len(), truncated), (1000, true));
+        let (kept, truncated) = read_capped(&b"short"[..], super::MAX_STDERR_BYTES).await;
+        assert_eq!((kept.as_slice(), truncated), (&b"short"[..], false));
+    }
 
     #[test]
     fn index_urls_give_their_hosts() {

@@ -35,20 +35,27 @@ pub const AUTHORING: &[&str] = &[
 ];
 /// The authoring tools that make or change code that will run: what an ask rule may hold.
 pub const AUTHORING_CHANGES: &[&str] = &[CREATE_TOOL, UPDATE_TOOL, ROLLBACK_TOOL];
-/// Every reserved name: no server tool and no authored tool may take one.
-pub const NAMES: &[&str] = &[
-    HEALTH,
-    SEARCH,
-    CALL,
-    INSTRUCTIONS,
-    CREATE_TOOL,
-    UPDATE_TOOL,
-    DISABLE_TOOL,
-    ENABLE_TOOL,
-    DELETE_TOOL,
-    TOOL_HISTORY,
-    ROLLBACK_TOOL,
-];
+/// Manifold's own tools, always listed.
+const CORE: &[&str] = &[HEALTH, SEARCH, CALL];
+/// Every reserved name, the core tools and the authoring ones: no server tool and no authored
+/// tool may take one.
+pub const NAMES: &[&str] = &concat_names::<{ CORE.len() + AUTHORING.len() }>(CORE, AUTHORING);
+
+/// Two name lists as one, at compile time.
+const fn concat_names<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < a.len() {
+        out[i] = a[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < b.len() {
+        out[a.len() + j] = b[j];
+        j += 1;
+    }
+    out
+}
 
 /// Results a search returns by default, and at most.
 pub const SEARCH_DEFAULT_LIMIT: usize = 10;

@@ -188,9 +188,9 @@ impl Gateway {
             };
         }
         let name = called_through
-            .filter(|t| !builtin::NAMES.contains(t) && self.is_hosted(t))
+            .filter(|t| !builtin::NAMES.contains(t) && self.is_hosted(catalog, t))
             .unwrap_or(name);
-        if !builtin::NAMES.contains(&name) && self.is_hosted(name) {
+        if !builtin::NAMES.contains(&name) && self.is_hosted(catalog, name) {
             return Target {
                 upstream: AUTHORED_UPSTREAM,
                 tool: name,

@@ -83,14 +83,15 @@ impl crate::gateway::Gateway {
         out
     }
 
-    /// Whether `name` is a hosted tool (authoring, or listed and not shadowed by a server tool).
-    pub(crate) fn is_hosted(&self, name: &str) -> bool {
+    /// Whether `name` is a hosted tool (authoring, or listed and not shadowed by a server tool
+    /// of `catalog`, the one the request is judged with). A server tool's call pays one lookup
+    /// in the catalog it already holds.
+    pub(crate) fn is_hosted(&self, catalog: &crate::catalog::build::Catalog, name: &str) -> bool {
         let Some(hosted) = &self.settings().hosted else {
             return false;
         };
         crate::builtin::AUTHORING.contains(&name)
-            || (self.catalog().tool(name).is_none()
-                && hosted.listed().iter().any(|e| e.name == name))
+            || (catalog.tool(name).is_none() && hosted.listed().iter().any(|e| e.name == name))
     }
 }
 

@@ -690,7 +690,7 @@ impl Gateway {
         }
         // Hosted tools (authored in Manifold) have no server: rules judge them by name, as
         // built-ins.
-        let is_builtin = builtin::NAMES.contains(&name) || self.is_hosted(name);
+        let is_builtin = builtin::NAMES.contains(&name) || self.is_hosted(catalog, name);
         let server = if is_builtin {
             None
         } else {

@@ -295,7 +295,7 @@ impl Gateway {
             }
             _ => {}
         }
-        if self.is_hosted(&name) {
+        if self.is_hosted(&catalog, &name) {
             // Only the authoring tools that make or change code can be held (policy.rs); the
             // approval is bound to the definition the client saw.
             let definition = self.settings().hosted.as_ref().and_then(|h| {

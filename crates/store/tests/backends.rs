@@ -1851,5 +1851,16 @@ async fn authored_tool_versions_append_once_and_list_the_newest(backend: Backend
         tools.append(&empty_name).await.unwrap_err(),
         StoreError::Invalid { field: "name", .. }
     ));
+    let too_big = manifold_store::AuthoredToolVersion {
+        definition_json: "x".repeat(manifold_store::MAX_AUTHORED_DEFINITION_BYTES + 1),
+        ..authored("c", 1, 1, false)
+    };
+    assert!(matches!(
+        tools.append(&too_big).await.unwrap_err(),
+        StoreError::Invalid {
+            field: "definition_json",
+            ..
+        }
+    ));
     store.close().await;
 }

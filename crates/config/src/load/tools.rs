@@ -282,6 +282,18 @@ mod tests {
             e.contains("m.toml:4") && e.contains("cannot be read"),
             "{e}"
         );
+        std::fs::write(
+            dir.join("big.py"),
+            vec![b'#'; usize::try_from(super::MAX_CODE_FILE_BYTES).unwrap() + 1],
+        )
+        .unwrap();
+        let e = load(
+            "[tools.t]\ndescription = \"d\"\nlanguage = \"python\"\ncode_file = \"big.py\"\n",
+            Some(&dir),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("more than 1048576"), "{e}");
         let e = load("[tools.t]\ninputSchema = {}\n", None)
             .unwrap_err()
             .to_string();
