@@ -13,5 +13,5 @@ pub mod runner;
 
 pub use definition::{Invalid, Language, ToolDefinition};
 pub use provider::AuthoredTools;
-pub use registry::{Registry, RegistryError};
+pub use registry::{Current, Registry, RegistryError};
 pub use runner::{RunError, Runner};

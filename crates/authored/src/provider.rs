@@ -110,6 +110,16 @@ impl AuthoredTools {
         }
     }
 
+    /// The store's tools and their versions (the dashboard reads them).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The file's tools in force (`[tools.NAME]`).
+    pub fn configured_tools(&self) -> Arc<Vec<ToolDefinition>> {
+        self.configured()
+    }
+
     fn configured(&self) -> Arc<Vec<ToolDefinition>> {
         self.configured
             .read()

@@ -126,6 +126,11 @@ impl Registry {
         Arc::clone(&self.snapshot().listed)
     }
 
+    /// Every tool in force, disabled ones included, newest change first.
+    pub fn in_force(&self) -> Vec<Current> {
+        self.snapshot().tools.clone()
+    }
+
     /// A tool in force by name (disabled ones included).
     pub fn current(&self, name: &str) -> Option<Current> {
         self.snapshot()

@@ -42,6 +42,8 @@ pub struct Config {
     pub approvals: crate::load::approvals::ApprovalSettings,
     /// The `[authoring]` section: whether clients may author tools at run time.
     pub authoring: crate::load::authoring::AuthoringSettings,
+    /// The `[dashboard]` section: whether the operators' pages are served at `/ui`.
+    pub dashboard: crate::load::dashboard::DashboardSettings,
     /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
     pub tools: Vec<crate::load::tools::ConfiguredTool>,
     secrets: Vec<Secret>,
@@ -69,6 +71,7 @@ impl Config {
             audit: crate::load::audit::AuditSettings::default(),
             approvals: crate::load::approvals::ApprovalSettings::default(),
             authoring: crate::load::authoring::AuthoringSettings::default(),
+            dashboard: crate::load::dashboard::DashboardSettings::default(),
             tools: Vec::new(),
             secrets,
         }

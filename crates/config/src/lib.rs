@@ -44,6 +44,7 @@ pub use load::audit::{
     AuditMode, AuditSettings, DEFAULT_AUDIT_RETENTION, MAX_AUDIT_RETENTION, MIN_AUDIT_RETENTION,
 };
 pub use load::authoring::AuthoringSettings;
+pub use load::dashboard::DashboardSettings;
 pub use load::lifecycle::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings};
 pub use load::overrides::{OVERRIDE_ANNOTATIONS, Overrides, ToolOverride};
 pub use load::retry_policy::{RetrySettings, ServerRetry};

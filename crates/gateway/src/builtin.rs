@@ -92,13 +92,8 @@ pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
         .map(|u| {
             let status = u.status();
             let info = u.peer_info();
-            let (state, cause) = match &status {
-                Status::Up => ("up", None),
-                Status::Starting => ("starting", None),
-                Status::Idle => ("idle", None),
-                Status::Down { cause } => ("down", Some(cause.clone())),
-                Status::CrashLoop { cause } => ("crash-loop", Some(cause.clone())),
-            };
+            let (state, cause) = status.word_and_cause();
+            let cause = cause.map(str::to_owned);
             if !matches!(status, Status::Up | Status::Idle) {
                 healthy = false;
             }

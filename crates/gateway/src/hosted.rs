@@ -149,9 +149,7 @@ impl crate::gateway::Gateway {
             .and_then(|raw| serde_json::from_str(raw).ok())
             .unwrap_or_else(|| serde_json::Value::Object(Default::default()));
         let catalog = self.catalog();
-        let taken = move |candidate: &str| {
-            crate::builtin::NAMES.contains(&candidate) || catalog.tool(candidate).is_some()
-        };
+        let taken = move |candidate: &str| name_taken(&catalog, candidate);
         let call = HostedCall {
             name,
             arguments,
@@ -161,6 +159,12 @@ impl crate::gateway::Gateway {
         };
         Ok(hosted.call(call).await)
     }
+}
+
+/// Whether `candidate` is the name of a built-in or of a server tool in `catalog`: an authored
+/// tool may not take it (the gateway's authoring calls and the dashboard's ask the same).
+pub fn name_taken(catalog: &crate::catalog::build::Catalog, candidate: &str) -> bool {
+    crate::builtin::NAMES.contains(&candidate) || catalog.tool(candidate).is_some()
 }
 
 /// Progress notifications for `request`, numbered from 1, when it sent a progress token.

@@ -204,6 +204,19 @@ pub enum Status {
     },
 }
 
+impl Status {
+    /// The state as health, readiness and the dashboard name it, with why when it is not up.
+    pub fn word_and_cause(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Status::Up => ("up", None),
+            Status::Idle => ("idle", None),
+            Status::Starting => ("starting", None),
+            Status::Down { cause } => ("down", Some(cause)),
+            Status::CrashLoop { cause } => ("crash-loop", Some(cause)),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Live {
     conn: Option<Connection>,

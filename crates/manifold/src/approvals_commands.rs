@@ -125,7 +125,7 @@ pub async fn run(action: &ApprovalsAction) -> Result<Outcome, CliError> {
 }
 
 /// Why a command did not do what was asked.
-enum Failure {
+pub(crate) enum Failure {
     /// The request was understood and refused (exit 2).
     Refused(CliError),
     /// The store failed (exit 1).
@@ -143,7 +143,7 @@ fn ledger_failed(e: manifold_gateway::approval::ledger::LedgerError) -> Failure 
     ))
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -158,12 +158,12 @@ fn answerer(given: Option<&str>) -> String {
         .unwrap_or_else(|| DEFAULT_ANSWERER.to_owned())
 }
 
-fn shown_time(ms: i64) -> String {
+pub(crate) fn shown_time(ms: i64) -> String {
     utc_rfc3339(u64::try_from(ms / 1000).unwrap_or(0))
 }
 
 /// A span of milliseconds as people read it: `45s`, `12m`, `3h`, `2d`.
-fn span(ms: i64) -> String {
+pub(crate) fn span(ms: i64) -> String {
     let s = ms.max(0) / 1000;
     match s {
         s if s < 60 => format!("{s}s"),
@@ -173,7 +173,7 @@ fn span(ms: i64) -> String {
     }
 }
 
-fn expires_in(row: &LedgerEntry, now: i64) -> String {
+pub(crate) fn expires_in(row: &LedgerEntry, now: i64) -> String {
     if row.expires_at_ms < now {
         format!("expired {} ago", span(now - row.expires_at_ms))
     } else {
@@ -181,7 +181,7 @@ fn expires_in(row: &LedgerEntry, now: i64) -> String {
     }
 }
 
-fn caller_of(row: &LedgerEntry) -> &str {
+pub(crate) fn caller_of(row: &LedgerEntry) -> &str {
     row.caller.as_deref().unwrap_or("anonymous")
 }
 
@@ -434,14 +434,14 @@ fn render(row: &LedgerEntry, now: i64) -> String {
 
 /// What an answer does.
 #[derive(Debug, Clone, Copy)]
-enum Answer<'a> {
+pub(crate) enum Answer<'a> {
     Approve,
     /// With the reason given, if any.
     Deny(Option<&'a str>),
 }
 
 /// Says how a settled row ended: `approved by bob at 2026-...Z`, `timed_out at ...`.
-fn how_it_ended(row: &LedgerEntry) -> String {
+pub(crate) fn how_it_ended(row: &LedgerEntry) -> String {
     let mut text = row.state.clone();
     if let Some(by) = &row.answered_by {
         text.push_str(&format!(" by {by}"));
@@ -537,6 +537,32 @@ async fn answer_one(
     answer: Answer<'_>,
     now: i64,
 ) -> Result<Outcome, Failure> {
+    println!(
+        "{}",
+        answer_approval(store, ledger, id, name, answer, now).await?
+    );
+    Ok(Outcome::Success)
+}
+
+impl Failure {
+    /// What went wrong and what to do, in one text (the dashboard shows it on the page).
+    pub(crate) fn into_error(self) -> CliError {
+        match self {
+            Failure::Refused(e) | Failure::Failed(e) => e,
+        }
+    }
+}
+
+/// Answers one pending approval as `name` (the CLI and the dashboard): what was done, in one
+/// line, or why nothing was.
+pub(crate) async fn answer_approval(
+    store: &Store,
+    ledger: &StoreApprovals,
+    id: &str,
+    name: &str,
+    answer: Answer<'_>,
+    now: i64,
+) -> Result<String, Failure> {
     let row = ledger
         .get(id)
         .await
@@ -559,7 +585,7 @@ async fn answer_one(
             .await
             .map_err(ledger_failed)?;
         if !timed_out {
-            return settled_meanwhile(ledger, id).await;
+            return Err(settled_meanwhile(ledger, id).await);
         }
         return Err(refused(
             format!(
@@ -587,24 +613,24 @@ async fn answer_one(
         .await
         .map_err(ledger_failed)?;
     if !done {
-        return settled_meanwhile(ledger, id).await;
+        return Err(settled_meanwhile(ledger, id).await);
     }
-    match note {
-        Some(reason) => println!(
+    Ok(match note {
+        Some(reason) => format!(
             "{verb} {id} ({what}) as {name}: {}",
             escape_controls(reason)
         ),
-        None => println!("{verb} {id} ({what}) as {name}"),
-    }
-    Ok(Outcome::Success)
+        None => format!("{verb} {id} ({what}) as {name}"),
+    })
 }
 
 /// The row left pending between reading and answering it (another approver, a timeout or the
 /// caller's cancellation came first): says how it ended.
-async fn settled_meanwhile(ledger: &StoreApprovals, id: &str) -> Result<Outcome, Failure> {
-    match ledger.get(id).await.map_err(ledger_failed)? {
-        Some(row) => Err(not_pending(&row)),
-        None => Err(unknown(ledger, id)),
+async fn settled_meanwhile(ledger: &StoreApprovals, id: &str) -> Failure {
+    match ledger.get(id).await {
+        Ok(Some(row)) => not_pending(&row),
+        Ok(None) => unknown(ledger, id),
+        Err(e) => ledger_failed(e),
     }
 }
 

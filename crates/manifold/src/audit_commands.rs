@@ -331,7 +331,7 @@ fn now_ms() -> i64 {
 }
 
 /// A store time as people read it (whole seconds, UTC).
-fn shown_ms(ms: i64) -> String {
+pub(crate) fn shown_ms(ms: i64) -> String {
     utc_rfc3339(u64::try_from(ms.div_euclid(MS_PER_SECOND)).unwrap_or(0))
 }
 
@@ -370,7 +370,7 @@ async fn verify(store: &Store, config: &Config) -> Result<Outcome, CliError> {
 }
 
 /// What `verify` prints on stdout: what was checked and, for an intact trail, that it is.
-fn describe_verify(report: &VerifyReport, location: &str) -> String {
+pub(crate) fn describe_verify(report: &VerifyReport, location: &str) -> String {
     let mut out = match (report.first_row, report.last_row) {
         (Some(first), Some(last)) => format!(
             "checked {} rows of the audit trail in {location} (seq {first} to {last})\n",
@@ -530,7 +530,7 @@ async fn search(
 }
 
 /// One row as a JSON line: its record, with its `seq` added.
-fn record_line(row: &AuditRow) -> String {
+pub(crate) fn record_line(row: &AuditRow) -> String {
     match serde_json::from_str::<Map<String, Value>>(&row.entry.record_json) {
         Ok(mut record) => {
             record.insert("seq".to_owned(), json!(row.seq));
@@ -596,7 +596,7 @@ fn cell(text: &str) -> String {
 }
 
 /// Microseconds as people read a call's duration: `850us`, `12.3ms`, `4.20s`.
-fn shown_duration(us: u64) -> String {
+pub(crate) fn shown_duration(us: u64) -> String {
     const US_PER_MS: u64 = 1000;
     const US_PER_S: u64 = 1_000_000;
     if us < US_PER_MS {
@@ -718,7 +718,7 @@ async fn export(
 
 /// One row as `export --jsonl` writes it: `record_json` as the exact text the hash covers (a
 /// re-serialised object could differ in a byte and no longer verify).
-fn export_line(row: &AuditRow) -> String {
+pub(crate) fn export_line(row: &AuditRow) -> String {
     json!({
         "seq": row.seq,
         "prev_sha256": row.prev_sha256,

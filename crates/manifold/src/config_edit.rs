@@ -51,10 +51,14 @@ fn read(path: &Path) -> Result<(String, DocumentMut), CliError> {
 }
 
 fn check(text: &str, path: &Path) -> Result<(), String> {
+    validate(text, path).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `text` read as the file at `path` would be (relative paths from its directory, variables
+/// from this process): what `manifold check` and a reload would say of it.
+pub(crate) fn validate(text: &str, path: &Path) -> Result<Config, manifold_config::ConfigErrors> {
     let base = path.parent().filter(|p| !p.as_os_str().is_empty());
     Config::from_str_with(text, &path.display().to_string(), base, &ProcessEnvironment)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// Writes `edited` over `path` unless it would turn a valid file into an invalid one.

@@ -93,7 +93,7 @@ pub(crate) fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
     }
 }
 
-fn store_error(e: KeyStoreError) -> CliError {
+pub(crate) fn store_error(e: KeyStoreError) -> CliError {
     match e {
         KeyStoreError::Io { .. } | KeyStoreError::Corrupt { .. } | KeyStoreError::Store(_) => {
             CliError::with_hint(

@@ -13,6 +13,7 @@ mod cli_reference;
 mod client;
 mod config_commands;
 mod config_edit;
+mod dashboard;
 mod doctor;
 mod exposure;
 mod gateway_config;

@@ -190,19 +190,25 @@ async fn approve(config: &Config, store: &Arc<Store>, server: &str) -> Result<Ou
             "`manifold pins list` shows every server with pins",
         ));
     }
+    println!("{}", approve_changed(&pins, server).await?);
+    Ok(Outcome::Success)
+}
+
+/// Accepts every changed definition of `server` as its new pin (the CLI and the dashboard):
+/// what was approved, in one line.
+pub(crate) async fn approve_changed(pins: &StorePins, server: &str) -> Result<String, CliError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let approved = pins.approve(server, now).await.map_err(store_error)?;
-    if approved.is_empty() {
-        println!("server {server:?} has no changed tool definitions to approve");
+    Ok(if approved.is_empty() {
+        format!("server {server:?} has no changed tool definitions to approve")
     } else {
-        println!(
+        format!(
             "approved {} changed tool definition(s) of server {server:?}: {}; running gateways serve them again within {} s",
             approved.len(),
             approved.join(", "),
             PIN_FILE_POLL.as_secs()
-        );
-    }
-    Ok(Outcome::Success)
+        )
+    })
 }

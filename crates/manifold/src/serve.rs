@@ -123,6 +123,19 @@ pub async fn serve(
     let (telemetry, trail) = crate::audit_trail::start(&config, &store, fresh);
     let gateway = start_gateway(&config, &stored, telemetry).await?;
     let mut settings = server_settings(&config, listen)?;
+    let running_config = crate::dashboard::RunningConfig::new(config.clone());
+    settings.operator_ui = dashboard_for(
+        &config,
+        &settings,
+        auth.clone(),
+        DashboardParts {
+            gateway: &gateway,
+            store: &store,
+            stored: &stored,
+            source: source.as_deref(),
+            running: &running_config,
+        },
+    );
     settings.auth = auth;
     let server = Server::bind(settings, gateway.clone()).await.map_err(|e| {
         CliError::with_hint(
@@ -154,6 +167,10 @@ pub async fn serve(
     if let Some(admin) = server.admin_addr() {
         eprintln!("Operator endpoints (/metrics, /healthz, /readyz) are at http://{admin}");
     }
+    if config.dashboard.enabled {
+        let at = server.admin_addr().unwrap_or(server.local_addr());
+        eprintln!("The dashboard is at http://{at}/ui/");
+    }
     // stdout gets the URL alone, so scripts can read it.
     println!("{url}");
     let running = lifecycle::Running {
@@ -164,6 +181,7 @@ pub async fn serve(
         source,
         cgroup,
         stored,
+        running_config,
     };
     let outcome = lifecycle::run(running, signals).await;
     if let Some(trail) = trail {
@@ -171,6 +189,50 @@ pub async fn serve(
     }
     crate::key_store::close(store).await;
     outcome
+}
+
+/// What the dashboard reads, from `serve`'s start.
+struct DashboardParts<'a> {
+    gateway: &'a Gateway,
+    store: &'a std::sync::Arc<manifold_store::Store>,
+    stored: &'a Stored,
+    source: Option<&'a Path>,
+    running: &'a crate::dashboard::RunningConfig,
+}
+
+/// The dashboard's routes, unless `[dashboard] enabled = false`, or authentication is off on an
+/// address other machines reach (`--insecure-no-auth`): pages that change keys and configuration
+/// are never open to a network.
+fn dashboard_for(
+    config: &Config,
+    settings: &ServerSettings,
+    auth: Option<std::sync::Arc<manifold_auth::Authenticator>>,
+    parts: DashboardParts<'_>,
+) -> Option<manifold_server::OperatorUi> {
+    if !config.dashboard.enabled {
+        return None;
+    }
+    let at = settings.admin_listen.unwrap_or(settings.listen);
+    if auth.is_none() && !at.ip().is_loopback() {
+        tracing::warn!(
+            "the dashboard is not served: authentication is off and {at} is reachable from other machines; turn authentication on ([auth]) to use it there"
+        );
+        return None;
+    }
+    let state = crate::dashboard::DashboardState {
+        gateway: parts.gateway.clone(),
+        store: std::sync::Arc::clone(parts.store),
+        keys: crate::key_store::api_keys(parts.store),
+        auth,
+        config_path: parts.source.map(Path::to_path_buf),
+        running: parts.running.clone(),
+        authored: std::sync::Arc::clone(&parts.stored.authored),
+        signins: Default::default(),
+        secure_cookies: !at.ip().is_loopback(),
+    };
+    Some(manifold_server::OperatorUi(crate::dashboard::router(
+        std::sync::Arc::new(state),
+    )))
 }
 
 /// `manifold stdio [--config FILE]`.

@@ -29,5 +29,5 @@ pub use http::{BoundServer, OperatorServer, Server};
 pub use limits::Limits;
 pub use manifold_config::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use session_key::SessionKey;
-pub use settings::ServerSettings;
+pub use settings::{OperatorUi, ServerSettings};
 pub use stdio::serve_stdio;

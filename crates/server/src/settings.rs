@@ -29,6 +29,20 @@ pub struct ServerSettings {
     pub metrics_endpoint: bool,
     /// A second listener for operators only: `/metrics`, `/healthz`, `/readyz`.
     pub admin_listen: Option<SocketAddr>,
+    /// Pages for operators (the dashboard at `/ui`), served on `admin_listen` when set, else
+    /// beside `/mcp`; behind the Origin/Host guard either way, with their own sign-in.
+    pub operator_ui: Option<OperatorUi>,
+}
+
+/// Routes the binary adds for operators. They authenticate on their own (a sign-in page and a
+/// session cookie), so the MCP endpoint's bearer check and JSON-only rule do not apply to them.
+#[derive(Clone)]
+pub struct OperatorUi(pub axum::Router);
+
+impl std::fmt::Debug for OperatorUi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorUi")
+    }
 }
 
 impl ServerSettings {
@@ -43,6 +57,7 @@ impl ServerSettings {
             auth: None,
             metrics_endpoint: true,
             admin_listen: None,
+            operator_ui: None,
         }
     }
 }

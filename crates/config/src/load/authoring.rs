@@ -7,7 +7,8 @@ use toml::de::DeTable;
 
 use super::reader::{Item, Reader, key_path};
 
-pub(crate) const AUTHORING_KEYS: &[&str] = &["enabled"];
+/// The keys of a section that only turns a part on or off.
+pub(crate) const SWITCH_KEYS: &[&str] = &["enabled"];
 
 const AUTHORING_HINTS: &[(&str, &str)] =
     &[("enable", "write enabled = false to turn tool authoring off")];
@@ -29,21 +30,30 @@ pub(crate) fn read_authoring(
     reader: &mut Reader<'_>,
     section: Option<&Item<'_>>,
 ) -> AuthoringSettings {
-    let mut settings = AuthoringSettings::default();
+    let enabled = read_switch(reader, "authoring", section, AUTHORING_HINTS);
+    AuthoringSettings {
+        enabled: enabled.unwrap_or(AuthoringSettings::default().enabled),
+    }
+}
+
+/// Reads a section whose only key is `enabled` (`[authoring]`, `[dashboard]`): the value given,
+/// or `None` when the section or the key is absent (or wrong, which the reader reports).
+pub(crate) fn read_switch(
+    reader: &mut Reader<'_>,
+    name: &str,
+    section: Option<&Item<'_>>,
+    hints: &[(&str, &str)],
+) -> Option<bool> {
     let empty = DeTable::new();
     let table = match section {
         Some(item) => reader
-            .table("authoring", item, "write an [authoring] section")
+            .table(name, item, &format!("write a [{name}] section"))
             .unwrap_or(&empty),
         None => &empty,
     };
-    reader.check_keys("authoring", table, AUTHORING_KEYS, AUTHORING_HINTS);
-    if let Some(item) = table.get("enabled")
-        && let Some(enabled) = reader.boolean(&key_path("authoring", "enabled"), item)
-    {
-        settings.enabled = enabled;
-    }
-    settings
+    reader.check_keys(name, table, SWITCH_KEYS, hints);
+    let item = table.get("enabled")?;
+    reader.boolean(&key_path(name, "enabled"), item)
 }
 
 #[cfg(test)]

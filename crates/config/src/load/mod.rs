@@ -5,6 +5,7 @@ pub(crate) mod approvals;
 pub(crate) mod audit;
 mod auth;
 pub(crate) mod authoring;
+pub(crate) mod dashboard;
 mod default_sandbox;
 mod gateway;
 pub(crate) mod lifecycle;
@@ -44,6 +45,7 @@ const TOP_KEYS: &[&str] = &[
     "audit",
     "approvals",
     "authoring",
+    "dashboard",
     "tools",
 ];
 
@@ -113,6 +115,7 @@ pub(crate) fn load_text(
     let audit = audit::read_audit(&mut reader, root.get("audit"));
     let approvals = approvals::read_approvals(&mut reader, root.get("approvals"));
     let authoring = authoring::read_authoring(&mut reader, root.get("authoring"));
+    let dashboard = dashboard::read_dashboard(&mut reader, root.get("dashboard"));
     let tools = tools::read_tools(&mut reader, root.get("tools"));
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
@@ -127,6 +130,7 @@ pub(crate) fn load_text(
     config.audit = audit;
     config.approvals = approvals;
     config.authoring = authoring;
+    config.dashboard = dashboard;
     config.tools = tools;
     Ok(config)
 }

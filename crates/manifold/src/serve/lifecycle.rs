@@ -46,6 +46,8 @@ pub struct Running {
     pub cgroup: Option<ChildCgroup>,
     /// The gateway's state in the store, for the servers a reload starts.
     pub stored: Stored,
+    /// The configuration in force as the dashboard shows it, replaced with `config`.
+    pub running_config: crate::dashboard::RunningConfig,
 }
 
 /// A signal `serve` acts on.
@@ -211,6 +213,7 @@ async fn reload(running: &mut Running, why: &str) {
                 ),
             }
             tracing::info!("reloaded {} ({why}): {summary}{rules}", path.display());
+            running.running_config.replace(next.clone());
             running.config = next;
         }
         Err(e) => tracing::error!("{why}: {}: {e}", path.display()),

@@ -159,6 +159,9 @@ fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             authn::require,
         ))
+        // The operators' pages sign people in themselves; a page a hostile site points at this
+        // address (DNS rebinding, a cross-site form) is still refused by the guard.
+        .merge(operator::ui_routes(&state, false))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             guard::origin_and_host,

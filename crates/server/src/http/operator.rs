@@ -36,26 +36,17 @@ pub(crate) async fn healthz() -> Response {
         .into_response()
 }
 
-/// `/readyz`: 200 when every upstream is up (or lazy and idle), else 503 naming the ones that
-/// are not and why. A server whose sandbox is degraded (a control partial or missing) is named in
-/// `sandboxDegraded` but does not fail readiness: it is up and answering, and restarting the
-/// gateway elsewhere on the same kind of host would not strengthen it. `require` is the way to
-/// refuse such a server.
-pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let mut ready = state.gateway.catalog_error().is_none();
+/// What `/readyz` says (the dashboard's overview shows the same): whether every upstream is up
+/// or idle and the catalog is whole, and the body naming what is not.
+pub fn readiness(gateway: &manifold_gateway::Gateway) -> (bool, serde_json::Value) {
+    let mut ready = gateway.catalog_error().is_none();
     let mut sandbox_degraded: Vec<String> = Vec::new();
-    let upstreams: Vec<serde_json::Value> = state
-        .gateway
+    let upstreams: Vec<serde_json::Value> = gateway
         .upstreams()
         .iter()
         .map(|u| {
-            let (name, cause) = match u.status() {
-                Status::Up => ("up", None),
-                Status::Idle => ("idle", None),
-                Status::Starting => ("starting", None),
-                Status::Down { cause } => ("down", Some(cause)),
-                Status::CrashLoop { cause } => ("crash-loop", Some(cause)),
-            };
+            let status = u.status();
+            let (name, cause) = status.word_and_cause();
             if !matches!(name, "up" | "idle") {
                 ready = false;
             }
@@ -73,10 +64,20 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         .collect();
     let body = json!({
         "ready": ready,
-        "catalogError": state.gateway.catalog_error(),
+        "catalogError": gateway.catalog_error(),
         "upstreams": upstreams,
         "sandboxDegraded": sandbox_degraded,
     });
+    (ready, body)
+}
+
+/// `/readyz`: 200 when every upstream is up (or lazy and idle), else 503 naming the ones that
+/// are not and why. A server whose sandbox is degraded (a control partial or missing) is named in
+/// `sandboxDegraded` but does not fail readiness: it is up and answering, and restarting the
+/// gateway elsewhere on the same kind of host would not strengthen it. `require` is the way to
+/// refuse such a server.
+pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let (ready, body) = readiness(&state.gateway);
     let status = if ready {
         StatusCode::OK
     } else {
@@ -172,6 +173,17 @@ pub(crate) fn metrics_route(state: &AppState) -> Router<Arc<AppState>> {
     }
 }
 
+/// The operators' pages, on the listener that serves them: the admin listener when there is one
+/// (`on_admin`), else the MCP one.
+pub(crate) fn ui_routes(state: &AppState, on_admin: bool) -> Router<Arc<AppState>> {
+    match &state.settings.operator_ui {
+        Some(ui) if on_admin == state.settings.admin_listen.is_some() => {
+            ui.0.clone().with_state(())
+        }
+        _ => Router::new(),
+    }
+}
+
 /// Binds `admin_listen` (when set) and serves the operator endpoints there until the server
 /// stops. Returns the bound address.
 pub(crate) async fn serve_admin(state: &Arc<AppState>) -> Result<Option<SocketAddr>, ServerError> {
@@ -197,6 +209,12 @@ pub(crate) async fn serve_admin(state: &Arc<AppState>) -> Result<Option<SocketAd
     } else {
         probes
     }
+    .merge(
+        ui_routes(state, true).layer(axum::middleware::from_fn_with_state(
+            Arc::clone(state),
+            super::guard::origin_and_host,
+        )),
+    )
     .with_state(Arc::clone(state));
     let stop = state.stop.clone();
     tokio::spawn(async move {
