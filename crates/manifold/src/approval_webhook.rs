@@ -35,7 +35,7 @@ impl WebhookAnnouncer {
 }
 
 /// The JSON a webhook receives for one question.
-pub fn webhook_body(entry: &LedgerEntry) -> serde_json::Value {
+pub fn webhook_body(entry: &LedgerEntry, page: Option<&str>) -> serde_json::Value {
     serde_json::json!({
         "type": "approval_requested",
         "id": entry.id,
@@ -51,16 +51,17 @@ pub fn webhook_body(entry: &LedgerEntry) -> serde_json::Value {
         "approve": format!("manifold approvals approve {}", entry.id),
         "deny": format!("manifold approvals deny {}", entry.id),
         "show": format!("manifold approvals show {}", entry.id),
+        "link": page,
     })
 }
 
 impl ApprovalAnnouncer for WebhookAnnouncer {
-    fn announce(&self, entry: LedgerEntry) -> BoxFuture<'static, ()> {
+    fn announce(&self, entry: LedgerEntry, page: Option<String>) -> BoxFuture<'static, ()> {
         let request = self
             .client
             .post(&self.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(webhook_body(&entry).to_string());
+            .body(webhook_body(&entry, page.as_deref()).to_string());
         let url = self.url.clone();
         Box::pin(async move {
             match request.send().await {

@@ -137,6 +137,7 @@ pub async fn serve(
         },
     );
     settings.auth = auth;
+    let dashboard_on = settings.operator_ui.is_some();
     let server = Server::bind(settings, gateway.clone()).await.map_err(|e| {
         CliError::with_hint(
             format!("could not listen on {listen}: {e}"),
@@ -167,9 +168,17 @@ pub async fn serve(
     if let Some(admin) = server.admin_addr() {
         eprintln!("Operator endpoints (/metrics, /healthz, /readyz) are at http://{admin}");
     }
-    if config.dashboard.enabled {
+    if dashboard_on {
         let at = server.admin_addr().unwrap_or(server.local_addr());
         eprintln!("The dashboard is at http://{at}/ui/");
+        // Held calls name their page and URL-mode clients open it: only an address a browser
+        // can open (not 0.0.0.0) is worth naming.
+        if !at.ip().is_unspecified() {
+            gateway
+                .settings()
+                .approvals
+                .set_pages(format!("http://{at}/ui/approvals"));
+        }
     }
     // stdout gets the URL alone, so scripts can read it.
     println!("{url}");

@@ -25,7 +25,9 @@ fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-/// `py__echo` asks the caller; `py__add` asks someone in group ops or the identity ops.
+/// `py__echo` asks the caller; `py__add` asks someone in group ops or the identity ops;
+/// `py__slow` asks the dashboard's operator (authentication is off, so that is whoever is at
+/// this machine).
 fn config(data: &Path, webhook: Option<&str>) -> String {
     let server = peers_dir().unwrap().join("python_server.py");
     let webhook = webhook
@@ -53,6 +55,12 @@ name = "add-asks-ops"
 effect = "ask"
 tools = ["py__add"]
 approvers = ["group:ops", "identity:ops"]
+
+[[rules]]
+name = "slow-asks-the-operator"
+effect = "ask"
+tools = ["py__slow"]
+approvers = ["identity:operator"]
 "#,
         data = toml_string(&data.to_string_lossy()),
         python = toml_string(&python().unwrap().to_string_lossy()),
@@ -439,6 +447,72 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
         message.contains("operator rejected it (not today)"),
         "{message}"
     );
+}
+
+/// The value of `name="csrf"` in a dashboard page.
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find(r#"name="csrf" value=""#)
+        .expect("the page has a CSRF token");
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn a_url_mode_client_is_sent_the_dashboard_page_of_its_held_call_and_the_page_answers_it() {
+    let (_dir, config, gateway) = setup(None);
+    let base = gateway.url.trim_end_matches("/mcp").to_owned();
+    let slow =
+        json!({"name": "py__slow", "arguments": {"seconds": 0, "steps": 1}, "progress": true});
+    // The Python SDK's client declares form and URL elicitation; the approver is not the caller,
+    // so the question goes out of band and the client is sent the page that answers it.
+    let client = spawn_client(
+        Driver::Python,
+        &json!({"url": gateway.url, "mode": "legacy", "answer": "accept", "calls": [slow]}),
+    );
+    let id = pending_id(&config);
+    let page = format!("{base}/ui/approvals/{id}");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let opened = http.get(&page).send().await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let cookie = opened
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap()
+        .to_owned();
+    let html = opened.text().await.unwrap();
+    assert!(
+        html.contains("py/py__slow") && html.contains("&#34;seconds&#34;: 0"),
+        "{html}"
+    );
+    let approved = http
+        .post(format!("{page}/approve"))
+        .header("cookie", &cookie)
+        .header("origin", &base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={}", csrf_of(&html)))
+        .send()
+        .await
+        .unwrap();
+    assert!(approved.status().is_success(), "{}", approved.status());
+
+    let report = report_of(client);
+    let call = &report["calls"][0];
+    assert_eq!(
+        assert_ran_once(call, "slept 0.0s in 1 steps", "out_of_band"),
+        id
+    );
+    assert_eq!(call["meta"]["io.manifold/approval"]["approver"], "operator");
+    assert_eq!(call["urls"], json!([page]), "{call}");
+    let progress = call["progress"].as_array().unwrap();
+    assert!(
+        progress.iter().any(|m| m.as_str().unwrap().contains(&page)),
+        "progress names the dashboard page: {progress:?}"
+    );
+    assert_eq!(ledger_row(&config, &id)["answered_by"], "operator");
 }
 
 #[tokio::test]

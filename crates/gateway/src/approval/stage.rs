@@ -44,14 +44,18 @@ pub const APPROVAL_REQUIRED: &str = "approval_required";
 
 /// Tells people outside the call that a question waits (a chat webhook).
 pub trait ApprovalAnnouncer: Send + Sync {
-    /// Announces one out-of-band question; failures are the announcer's to log.
-    fn announce(&self, entry: LedgerEntry) -> BoxFuture<'static, ()>;
+    /// Announces one out-of-band question, with the dashboard page that answers it when there is
+    /// one; failures are the announcer's to log.
+    fn announce(&self, entry: LedgerEntry, page: Option<String>) -> BoxFuture<'static, ()>;
 }
 
 /// The approval stage's settings and ledger, shared by every call.
 pub struct Approvals {
     ledger: Arc<dyn ApprovalLedger>,
     announcer: Option<Arc<dyn ApprovalAnnouncer>>,
+    /// Where the dashboard's approval pages are (`http://HOST:PORT/ui/approvals`), known once
+    /// the server listens.
+    pages: std::sync::OnceLock<String>,
     seal: StateSeal,
     window: Duration,
     progress_window: Duration,
@@ -172,6 +176,14 @@ fn asks_forms(ctx: &RequestContext) -> bool {
     declares("form") || !declares("url")
 }
 
+/// Whether the client takes URL-mode elicitation (`elicitation.url` declared).
+fn asks_urls(ctx: &RequestContext) -> bool {
+    patch::get(&ctx.client.capabilities, &["elicitation", "url"])
+        .ok()
+        .flatten()
+        .is_some()
+}
+
 /// The facts a refusal states.
 struct Refusal<'a> {
     outcome: &'static str,
@@ -197,6 +209,7 @@ impl Approvals {
         Approvals {
             ledger,
             announcer: None,
+            pages: std::sync::OnceLock::new(),
             seal: StateSeal::new(key),
             window,
             progress_window,
@@ -215,6 +228,18 @@ impl Approvals {
     pub fn with_announcer(mut self, announcer: Arc<dyn ApprovalAnnouncer>) -> Approvals {
         self.announcer = Some(announcer);
         self
+    }
+
+    /// Where the dashboard answers questions (`BASE/ID` is one question's page): named in the
+    /// progress messages and the webhook, and opened by clients that take URL-mode elicitation.
+    /// Set once, when the server listens; later calls are ignored.
+    pub fn set_pages(&self, base: String) {
+        let _ = self.pages.set(base);
+    }
+
+    /// The dashboard page of one question, when there is a dashboard.
+    pub fn page_of(&self, id: &str) -> Option<String> {
+        self.pages.get().map(|base| format!("{base}/{id}"))
     }
 
     /// Progress notifications this often (tests shorten it).
@@ -501,7 +526,27 @@ impl Approvals {
         window: Duration,
     ) -> Verdict {
         if let Some(announcer) = &self.announcer {
-            tokio::spawn(announcer.announce(entry.clone()));
+            tokio::spawn(announcer.announce(entry.clone(), self.page_of(&entry.id)));
+        }
+        if let Some(page) = self.page_of(&entry.id)
+            && asks_urls(ctx)
+        {
+            // The client opens the page for its user; the answer comes from the page (the
+            // ledger), so what the client says back (accepted, declined) changes nothing.
+            let params = serde_json::json!({
+                "mode": "url",
+                "elicitationId": entry.id,
+                "url": page,
+                "message": format!("A person must approve {} before it runs: open the page to approve or deny it (approval {}).", call.tool, entry.id),
+            });
+            if let Some(asked) = ctx
+                .peer
+                .request("elicitation/create", Some(params.to_string()))
+            {
+                tokio::spawn(async move {
+                    let _ = asked.await;
+                });
+            }
         }
         let guard = CancelOnDrop::new(Arc::clone(&self.ledger), &entry.id);
         let started = std::time::Instant::now();
@@ -567,6 +612,9 @@ impl Approvals {
 
     fn where_to_answer(&self, id: &str) -> String {
         let mut out = format!("answer with `manifold approvals approve {id}` (or `deny`)");
+        if let Some(page) = self.page_of(id) {
+            out.push_str(&format!(", or at {page}"));
+        }
         if self.announcer.is_some() {
             out.push_str(", or from the chat the webhook posted to");
         }

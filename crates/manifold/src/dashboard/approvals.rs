@@ -141,6 +141,62 @@ pub async fn live(
     .into_response()
 }
 
+#[derive(Template)]
+#[template(path = "dashboard/approval.html")]
+struct OnePage {
+    chrome: Chrome,
+    part: String,
+    question: Question,
+    pending: bool,
+}
+
+/// `GET /ui/approvals/ID`: one question, as a held call's link and URL-mode elicitation open it.
+pub async fn one(
+    State(state): State<Arc<DashboardState>>,
+    Extension(operator): Extension<Arc<Operator>>,
+    Path(id): Path<String>,
+) -> Response {
+    let ledger = StoreApprovals::new(Arc::clone(&state.store));
+    let row = match ledger.get(&id).await {
+        Ok(Some(row)) => row,
+        Ok(None) => {
+            return page::refused(
+                StatusCode::NOT_FOUND,
+                &format!("there is no approval {id:?}; the approvals page lists the newest ones"),
+            );
+        }
+        Err(e) => {
+            return page::refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the approvals could not be read: {e}"),
+            );
+        }
+    };
+    let now = now_ms();
+    let pending = row.state == PENDING;
+    let part = if pending {
+        PendingPart {
+            pending: vec![question(&row, now)],
+            csrf: operator.csrf.clone(),
+            note: None,
+        }
+        .render()
+        .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let chrome = Chrome::new(&state, &operator, &format!("Approval {id}"), "approvals");
+    page::render(
+        StatusCode::OK,
+        &OnePage {
+            chrome,
+            part,
+            question: question(&row, now),
+            pending,
+        },
+    )
+}
+
 #[derive(Deserialize, Default)]
 pub struct Reason {
     #[serde(default)]

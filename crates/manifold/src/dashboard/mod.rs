@@ -57,6 +57,7 @@ pub fn router(state: Arc<DashboardState>) -> Router {
         .route("/ui/audit/{seq}", get(audit::record))
         .route("/ui/approvals", get(approvals::page))
         .route("/ui/live/approvals", get(approvals::live))
+        .route("/ui/approvals/{id}", get(approvals::one))
         .route("/ui/approvals/{id}/approve", post(approvals::approve))
         .route("/ui/approvals/{id}/deny", post(approvals::deny))
         .route("/ui/authored", get(authored::page))

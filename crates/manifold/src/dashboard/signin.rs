@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{Form, Request, State};
+use axum::extract::{Form, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -268,7 +268,15 @@ pub async fn require_operator(
                 "Refused: you are not signed in (or your session ended, or the key that opened it was revoked). Nothing was changed; sign in again at /ui/login.",
             );
         }
-        None => return Redirect::to("/ui/login").into_response(),
+        None => {
+            let next = request
+                .uri()
+                .path_and_query()
+                .map_or("/ui/", |p| p.as_str())
+                .to_owned();
+            let back: String = url::form_urlencoded::byte_serialize(next.as_bytes()).collect();
+            return Redirect::to(&format!("/ui/login?next={back}")).into_response();
+        }
     };
     let request = if changing {
         match checked_form(request, &operator).await {
@@ -335,29 +343,53 @@ async fn checked_form(request: Request, operator: &Operator) -> Result<Request, 
 struct SignInPage {
     chrome: Chrome,
     how: String,
+    next: String,
 }
 
-fn sign_in_form(state: &DashboardState, status: StatusCode, error: Option<String>) -> Response {
+/// Where sign-in goes on to: a dashboard page the visitor was sent from, never elsewhere.
+fn next_page(given: &str) -> &str {
+    let inside = given.starts_with("/ui/") && !given.starts_with("/ui//") && !given.contains('\\');
+    if inside { given } else { "/ui/" }
+}
+
+#[derive(Deserialize, Default)]
+pub struct GoOn {
+    #[serde(default)]
+    next: String,
+}
+
+fn sign_in_form(
+    state: &DashboardState,
+    status: StatusCode,
+    error: Option<String>,
+    next: &str,
+) -> Response {
     let how = state
         .auth
         .as_ref()
         .map_or_else(String::new, |a| a.describe());
     let chrome = Chrome::signed_out("Sign in", error);
-    page::render(status, &SignInPage { chrome, how })
+    let next = next_page(next).to_owned();
+    page::render(status, &SignInPage { chrome, how, next })
 }
 
-/// `GET /ui/login`.
-pub async fn sign_in_page(State(state): State<Arc<DashboardState>>) -> Response {
+/// `GET /ui/login?next=PAGE`.
+pub async fn sign_in_page(
+    State(state): State<Arc<DashboardState>>,
+    Query(next): Query<GoOn>,
+) -> Response {
     if state.auth.is_none() {
-        return Redirect::to("/ui/").into_response();
+        return Redirect::to(next_page(&next.next)).into_response();
     }
-    sign_in_form(&state, StatusCode::OK, None)
+    sign_in_form(&state, StatusCode::OK, None, &next.next)
 }
 
 #[derive(Deserialize)]
 pub struct SignInForm {
     #[serde(default)]
     credential: String,
+    #[serde(default)]
+    next: String,
 }
 
 /// `POST /ui/login`: an admin key or token opens a session.
@@ -378,6 +410,7 @@ pub async fn sign_in(
                 Some(format!(
                     "Not signed in: {e}. Paste an API key made with `manifold keys create NAME --scopes admin`, or an access token from the configured issuer."
                 )),
+                &form.next,
             );
         }
     };
@@ -389,6 +422,7 @@ pub async fn sign_in(
                 "Not signed in: {} lacks the {ADMIN_SCOPE} scope, which the dashboard needs. Make a key with `manifold keys create NAME --scopes {ADMIN_SCOPE}`.",
                 identity.name
             )),
+            &form.next,
         );
     }
     let (key_id, ends) = match &identity.credential {
@@ -418,8 +452,7 @@ pub async fn sign_in(
         );
     };
     tracing::info!(operator = %operator.name, "signed in to the dashboard");
-    let mut response = Redirect::to("/ui/").into_response();
-    *response.status_mut() = StatusCode::SEE_OTHER;
+    let mut response = Redirect::to(next_page(&form.next)).into_response();
     if let Some(cookie) = set_cookie(&state, &operator.session, lifetime) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
@@ -510,6 +543,21 @@ mod tests {
             )
             .unwrap();
         assert!(signins.find(&ended.session).is_none());
+    }
+
+    #[test]
+    fn sign_in_goes_on_only_to_a_dashboard_page() {
+        assert_eq!(next_page("/ui/approvals/apr_1"), "/ui/approvals/apr_1");
+        for away in [
+            "https://evil.example/",
+            "//evil.example/",
+            "/ui//evil.example",
+            "/mcp",
+            "",
+            "/ui\\x",
+        ] {
+            assert_eq!(next_page(away), "/ui/", "{away}");
+        }
     }
 
     #[test]

@@ -23,11 +23,14 @@ QUESTION_GUARD_SECONDS = 20
 
 async def main(plan: dict) -> None:
     asked: list = []
+    urls: list = []
     hold = {"arrived": anyio.Event(), "withdrawn": anyio.Event()}
 
     async def on_elicit(ctx, params):
         fields = params.model_dump(by_alias=True, exclude_none=True)
         asked.append(fields.get("message", ""))
+        if fields.get("mode") == "url":
+            urls.append(fields.get("url", ""))
         if plan["answer"] == "hang":
             hold["arrived"].set()
             try:
@@ -44,6 +47,7 @@ async def main(plan: dict) -> None:
         report["protocolVersion"] = client.protocol_version
         for call in plan.get("calls", []):
             asked.clear()
+            urls.clear()
             progress: list = []
 
             async def on_progress(value, total, message):
@@ -65,6 +69,7 @@ async def main(plan: dict) -> None:
             except Exception as e:  # noqa: BLE001 - every failure is reported, not raised
                 entry["error"] = {"message": f"{type(e).__name__}: {e}"}
             entry["asked"] = list(asked)
+            entry["urls"] = list(urls)
             entry["progress"] = progress
             report["calls"].append(entry)
         if "cancel" in plan:
