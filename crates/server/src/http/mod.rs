@@ -159,13 +159,16 @@ fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             authn::require,
         ))
-        // The operators' pages sign people in themselves; a page a hostile site points at this
-        // address (DNS rebinding, a cross-site form) is still refused by the guard.
-        .merge(operator::ui_routes(&state, false))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             guard::origin_and_host,
         ))
+        // The operators' pages sign people in themselves and accept changes only from their own
+        // page; a hostile name pointed at this address (DNS rebinding) is still refused.
+        .merge(operator::ui_routes(&state, false).layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard::host_only,
+        )))
         // Probes come from orchestrators under any name: added after the guard, outside it.
         .route("/healthz", get(operator::healthz))
         .route("/readyz", get(operator::readyz))
