@@ -122,7 +122,9 @@ pub fn refused(status: StatusCode, message: &str) -> Response {
     }
 }
 
-/// Every dashboard answer carries these (pages, assets, errors, streams).
+/// Every dashboard answer carries these (pages, assets, errors, streams). The referrer policy is
+/// `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null` on the
+/// pages' own form posts, which the Origin check would then refuse.
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let h = response.headers_mut();
@@ -137,7 +139,7 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
