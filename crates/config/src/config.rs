@@ -46,6 +46,8 @@ pub struct Config {
     pub dashboard: crate::load::dashboard::DashboardSettings,
     /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
     pub tools: Vec<crate::load::tools::ConfiguredTool>,
+    /// `[toolsets.NAME]`: the sets served at `/mcp/NAME`.
+    pub toolsets: Vec<crate::load::toolsets::ToolsetConfig>,
     secrets: Vec<Secret>,
 }
 
@@ -73,6 +75,7 @@ impl Config {
             authoring: crate::load::authoring::AuthoringSettings::default(),
             dashboard: crate::load::dashboard::DashboardSettings::default(),
             tools: Vec::new(),
+            toolsets: Vec::new(),
             secrets,
         }
     }

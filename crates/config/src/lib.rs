@@ -51,6 +51,7 @@ pub use load::retry_policy::{RetrySettings, ServerRetry};
 pub use load::store::StoreSettings;
 pub use load::telemetry::TelemetrySettings;
 pub use load::tools::{ConfiguredTool, MAX_CODE_FILE_BYTES};
+pub use load::toolsets::ToolsetConfig;
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};
 pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};

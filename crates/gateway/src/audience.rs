@@ -34,6 +34,8 @@ const LISTS: [List; 3] = [List::Tools, List::Prompts, List::Resources];
 pub struct Audience {
     gateway: Gateway,
     caller: Option<Arc<Caller>>,
+    /// The tool set its session works in.
+    toolset: Option<Arc<str>>,
     heard: Mutex<[Option<u64>; 3]>,
 }
 
@@ -46,11 +48,16 @@ impl std::fmt::Debug for Audience {
 }
 
 impl Audience {
-    /// The audience of `caller`, taking what it sees now as what it has heard of.
-    pub fn new(gateway: Gateway, caller: Option<Arc<Caller>>) -> Audience {
+    /// The audience of `caller` in `toolset`, taking what it sees now as what it has heard of.
+    pub fn new(
+        gateway: Gateway,
+        caller: Option<Arc<Caller>>,
+        toolset: Option<Arc<str>>,
+    ) -> Audience {
         let audience = Audience {
             gateway,
             caller,
+            toolset,
             heard: Mutex::new([None; 3]),
         };
         let now = LISTS.map(|list| audience.view_digest(list));
@@ -59,6 +66,11 @@ impl Audience {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = now;
         audience
+    }
+
+    /// The tool set this audience hears in.
+    pub fn toolset(&self) -> Option<&str> {
+        self.toolset.as_deref()
     }
 
     /// The caller this audience judges for.
@@ -90,7 +102,7 @@ impl Audience {
     /// Whether the rules in force let the caller see the resource at the exposed `uri`.
     pub fn may_see_resource(&self, uri: &str) -> bool {
         let policy = self.gateway.policy();
-        let view = policy.for_caller(self.caller.as_deref());
+        let view = policy.for_request(self.caller.as_deref(), self.toolset.as_deref());
         if view.is_unrestricted() {
             return true;
         }
@@ -105,7 +117,7 @@ impl Audience {
     /// everything, and every change is its to hear).
     fn view_digest(&self, list: List) -> Option<u64> {
         let policy = self.gateway.policy();
-        let view = policy.for_caller(self.caller.as_deref());
+        let view = policy.for_request(self.caller.as_deref(), self.toolset.as_deref());
         if view.is_unrestricted() {
             return None;
         }
@@ -120,7 +132,7 @@ impl Audience {
         };
         match list {
             List::Tools => {
-                if self.gateway.settings().discovery != Discovery::Search {
+                if self.gateway.settings().discovery != Discovery::Search && !view.search_only() {
                     add(&mut hasher, ItemKind::Tool, &catalog.tools);
                 }
                 for name in builtin::NAMES {

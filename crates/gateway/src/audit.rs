@@ -419,6 +419,7 @@ mod tests {
             peer: Arc::new(Nobody),
             session: None,
             caller: None,
+            toolset: None,
             trace: None,
         }
     }

@@ -36,7 +36,7 @@ pub const AUTHORING: &[&str] = &[
 /// The authoring tools that make or change code that will run: what an ask rule may hold.
 pub const AUTHORING_CHANGES: &[&str] = &[CREATE_TOOL, UPDATE_TOOL, ROLLBACK_TOOL];
 /// Manifold's own tools, always listed.
-const CORE: &[&str] = &[HEALTH, SEARCH, CALL];
+pub const CORE: &[&str] = &[HEALTH, SEARCH, CALL];
 /// Every reserved name, the core tools and the authoring ones: no server tool and no authored
 /// tool may take one.
 pub const NAMES: &[&str] = &concat_names::<{ CORE.len() + AUTHORING.len() }>(CORE, AUTHORING);
@@ -271,7 +271,7 @@ pub fn search(gateway: &Gateway, ctx: &RequestContext, arguments: &Value) -> Str
     let terms = words(query);
     let catalog = gateway.catalog();
     let policy = gateway.policy();
-    let view = policy.for_caller(ctx.caller.as_deref());
+    let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
     // Server tools and authored tools (a server tool of the same name shadows an authored one).
     let hosted = gateway
         .settings()

@@ -60,6 +60,9 @@ pub struct RequestContext {
     pub session: Option<String>,
     /// Who the request was authenticated as; `None` when inbound authentication is off.
     pub caller: Option<Arc<Caller>>,
+    /// The tool set the request works in (`/mcp/NAME`, or the one its caller is confined to):
+    /// it sees only the set's items, the rules still applying inside.
+    pub toolset: Option<Arc<str>>,
     /// W3C trace context that arrived with the request's HTTP headers, if any; `_meta` may carry
     /// its own, which wins. While spans are exported it is the context of the request's own span
     /// instead, so upstream calls continue the trace as its children (`call_record.rs`).

@@ -128,7 +128,7 @@ impl crate::gateway::Gateway {
         };
         if crate::builtin::AUTHORING.contains(&name) {
             let policy = self.policy();
-            let view = policy.for_caller(ctx.caller.as_deref());
+            let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
             if !may_author(&view, ctx.caller.as_deref(), name) {
                 crate::audit::note_refusal(
                     manifold_telemetry::audit::AuditOutcome::RefusedByPolicy,

@@ -244,10 +244,89 @@ impl Rule {
     }
 }
 
-/// Compiled rules.
+/// A tool set (`[toolsets.NAME]`): the servers and patterns of what clients of `/mcp/NAME` see,
+/// and who is confined to it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolsetSpec {
+    pub name: String,
+    /// Every item of these servers.
+    pub servers: Vec<String>,
+    /// Glob patterns over exposed tool names, resource URIs (and templates), prompt names.
+    pub tools: Vec<String>,
+    pub resources: Vec<String>,
+    pub prompts: Vec<String>,
+    /// Only the meta-tools are listed (`manifold_search_tools` finds the rest of the set).
+    pub search_only: bool,
+    /// Callers confined to this set (by identity or group): at `/mcp` they get it, and another
+    /// set's endpoint refuses them.
+    pub identities: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+/// A compiled tool set.
+#[derive(Debug, Clone)]
+pub struct Toolset {
+    spec: ToolsetSpec,
+    tools: Option<GlobSet>,
+    resources: Option<GlobSet>,
+    prompts: Option<GlobSet>,
+}
+
+impl Toolset {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Whether the set holds the item. Manifold's meta-tools are in every set; a server's item is
+    /// in when the set names its server or a pattern matches it; an authored tool when a pattern
+    /// matches it.
+    fn includes(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
+        if kind == ItemKind::Tool && server.is_none() && builtin::CORE.contains(&name) {
+            return true;
+        }
+        if server.is_some_and(|s| self.spec.servers.iter().any(|x| x == s)) {
+            return true;
+        }
+        let set = match kind {
+            ItemKind::Tool => &self.tools,
+            ItemKind::Prompt => &self.prompts,
+            ItemKind::Resource => &self.resources,
+        };
+        set.as_ref().is_some_and(|set| set.is_match(name))
+    }
+
+    /// Whether a caller is confined to this set.
+    fn binds(&self, caller: &Caller) -> bool {
+        self.spec.identities.contains(&caller.name)
+            || self.spec.groups.iter().any(|g| caller.groups.contains(g))
+    }
+
+    /// Whether the set names callers (only they, and callers bound to no set, may use it).
+    fn is_bound(&self) -> bool {
+        !self.spec.identities.is_empty() || !self.spec.groups.is_empty()
+    }
+}
+
+/// Why a request may not use a tool set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolsetRefusal {
+    #[error("there is no tool set {0:?}; the sets are configured as [toolsets.NAME]")]
+    Unknown(String),
+    #[error(
+        "{caller} is confined to the tool set {bound:?} and may not use {asked:?}; connect to /mcp/{bound} (or /mcp)"
+    )]
+    Elsewhere {
+        caller: String,
+        bound: String,
+        asked: String,
+    },
+}
+
+/// Compiled rules, and the tool sets.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     rules: Vec<Rule>,
+    toolsets: Vec<Toolset>,
 }
 
 impl Policy {
@@ -278,7 +357,82 @@ impl Policy {
                 prompts,
             });
         }
-        Ok(Policy { rules })
+        Ok(Policy {
+            rules,
+            toolsets: Vec::new(),
+        })
+    }
+
+    /// Adds the tool sets, compiled the way the configuration validated them.
+    pub fn with_toolsets(mut self, specs: Vec<ToolsetSpec>) -> Result<Policy, PolicyError> {
+        let mut toolsets = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let compile = |list: &'static str, patterns: &[String]| {
+                if patterns.is_empty() {
+                    return Ok(None);
+                }
+                compile_globs(patterns)
+                    .map(Some)
+                    .map_err(|(pattern, reason)| PolicyError {
+                        rule: format!("toolsets.{}", spec.name),
+                        list,
+                        pattern,
+                        reason,
+                    })
+            };
+            let tools = compile("tools", &spec.tools)?;
+            let resources = compile("resources", &spec.resources)?;
+            let prompts = compile("prompts", &spec.prompts)?;
+            toolsets.push(Toolset {
+                spec,
+                tools,
+                resources,
+                prompts,
+            });
+        }
+        self.toolsets = toolsets;
+        Ok(self)
+    }
+
+    /// The set a request works in: the one its endpoint names, else the first set the caller
+    /// is confined to, else none (everything the rules allow).
+    pub fn toolset_for(
+        &self,
+        asked: Option<&str>,
+        caller: Option<&Caller>,
+    ) -> Result<Option<Arc<str>>, ToolsetRefusal> {
+        let bound = caller.and_then(|c| self.toolsets.iter().find(|t| t.binds(c)));
+        let Some(asked) = asked else {
+            return Ok(bound.map(|t| Arc::from(t.name())));
+        };
+        let Some(set) = self.toolsets.iter().find(|t| t.name() == asked) else {
+            return Err(ToolsetRefusal::Unknown(asked.to_owned()));
+        };
+        match (bound, caller) {
+            (Some(b), Some(c)) if b.name() != asked && !set.binds(c) => {
+                Err(ToolsetRefusal::Elsewhere {
+                    caller: c.name.clone(),
+                    bound: b.name().to_owned(),
+                    asked: asked.to_owned(),
+                })
+            }
+            (None, Some(c)) if set.is_bound() && !set.binds(c) => Err(ToolsetRefusal::Elsewhere {
+                caller: c.name.clone(),
+                bound: "(none: the set is for the identities and groups it names)".to_owned(),
+                asked: asked.to_owned(),
+            }),
+            _ => Ok(Some(Arc::from(set.name()))),
+        }
+    }
+
+    /// The rules that apply to `caller`, in order, inside the tool set `toolset` when there is
+    /// one (an unknown name hides everything: the server refuses such requests first).
+    pub fn for_request(&self, caller: Option<&Caller>, toolset: Option<&str>) -> CallerRules<'_> {
+        let mut view = self.for_caller(caller);
+        if let Some(name) = toolset {
+            view.set = Some(self.toolsets.iter().find(|t| t.name() == name).ok_or(()));
+        }
+        view
     }
 
     /// One rule that denies every item to every caller: what runs when the configured rules
@@ -291,12 +445,13 @@ impl Policy {
                 resources: None,
                 prompts: None,
             }],
+            toolsets: Vec::new(),
         }
     }
 
-    /// Whether no rule is configured.
+    /// Whether no rule and no tool set is configured: nothing to judge.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.is_empty() && self.toolsets.is_empty()
     }
 
     /// The rules that apply to `caller`, in order.
@@ -307,6 +462,7 @@ impl Policy {
             } else {
                 self.rules.iter().filter(|r| r.applies_to(caller)).collect()
             },
+            set: None,
         }
     }
 }
@@ -354,16 +510,32 @@ impl RuleRef {
     }
 }
 
-/// The rules of one caller, ready to judge items.
+/// The rules of one caller, ready to judge items, inside a tool set when the request is in one.
 #[derive(Debug)]
 pub struct CallerRules<'p> {
     rules: Vec<&'p Rule>,
+    /// The set (`Err`: a name no set has, which holds nothing).
+    set: Option<Result<&'p Toolset, ()>>,
 }
 
 impl CallerRules<'_> {
-    /// Whether no rule applies to this caller (everything is allowed).
+    /// Whether no rule applies to this caller and no set narrows it (everything is allowed).
     pub fn is_unrestricted(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.is_empty() && self.set.is_none()
+    }
+
+    /// Whether the set lists only the meta-tools (`discovery = "search"`).
+    pub fn search_only(&self) -> bool {
+        matches!(self.set, Some(Ok(set)) if set.spec.search_only)
+    }
+
+    /// Whether the request's set (if any) holds the item.
+    fn in_set(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
+        match self.set {
+            None => true,
+            Some(Ok(set)) => set.includes(kind, server, name),
+            Some(Err(())) => false,
+        }
     }
 
     /// The decision of the first rule covering the item; allowed when none does. A resource URI
@@ -372,6 +544,9 @@ impl CallerRules<'_> {
     /// A tool is judged without its definition here, so ask rules that match annotations do
     /// not apply: [`CallerRules::decide_tool`] is the judgement of a call.
     pub fn decide(&self, kind: ItemKind, server: Option<&str>, name: &str) -> Decision {
+        if !self.in_set(kind, server, name) {
+            return Decision::Hide;
+        }
         if kind != ItemKind::Resource || self.rules.is_empty() {
             return self.decide_as_written(kind, server, name, None);
         }
@@ -392,6 +567,9 @@ impl CallerRules<'_> {
         name: &str,
         definition: Option<&str>,
     ) -> Decision {
+        if !self.in_set(ItemKind::Tool, server, name) {
+            return Decision::Hide;
+        }
         self.decide_as_written(ItemKind::Tool, server, name, definition)
     }
 
@@ -427,10 +605,12 @@ impl CallerRules<'_> {
     /// Whether a rule allows the item in so many words (the first rule covering it is `allow`),
     /// not just for want of a rule: what authoring tools need from an authenticated caller.
     pub fn explicitly_allows(&self, kind: ItemKind, server: Option<&str>, name: &str) -> bool {
-        self.rules
-            .iter()
-            .find(|r| r.covers(kind, server, name, None))
-            .is_some_and(|r| r.spec.effect == Effect::Allow)
+        self.in_set(kind, server, name)
+            && self
+                .rules
+                .iter()
+                .find(|r| r.covers(kind, server, name, None))
+                .is_some_and(|r| r.spec.effect == Effect::Allow)
     }
 
     /// Whether the caller sees the item (lists, search, suggestions).
@@ -459,10 +639,22 @@ impl CallerRules<'_> {
     /// Whether a rule covering a whole server (no kind patterns) hides it from the caller; the
     /// first such rule decides, as for items.
     pub fn sees_whole_server(&self, server: &str) -> bool {
-        self.rules
-            .iter()
-            .find(|r| !r.names_kinds() && r.covers_server(Some(server)))
-            .is_none_or(|r| r.spec.effect != Effect::Deny)
+        let in_set = match self.set {
+            None => true,
+            Some(Ok(set)) => {
+                set.spec.servers.iter().any(|s| s == server)
+                    || set.tools.is_some()
+                    || set.resources.is_some()
+                    || set.prompts.is_some()
+            }
+            Some(Err(())) => false,
+        };
+        in_set
+            && self
+                .rules
+                .iter()
+                .find(|r| !r.names_kinds() && r.covers_server(Some(server)))
+                .is_none_or(|r| r.spec.effect != Effect::Deny)
     }
 }
 
@@ -709,7 +901,7 @@ impl Gateway {
         };
         let definition = catalog.tool_entry(name).map(|e| e.raw.as_str());
         let ask = match policy
-            .for_caller(ctx.caller.as_deref())
+            .for_request(ctx.caller.as_deref(), ctx.toolset.as_deref())
             .decide_tool(server, name, definition)
         {
             Decision::Allow => None,
@@ -745,7 +937,7 @@ impl Gateway {
     /// the caller sees; `None` when no rule applies to the caller (show everything).
     pub(crate) fn visible_servers(&self, ctx: &RequestContext) -> Option<HashMap<String, usize>> {
         let policy = self.inner.access.policy();
-        let view = policy.for_caller(ctx.caller.as_deref());
+        let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
         if view.is_unrestricted() {
             return None;
         }
@@ -779,7 +971,7 @@ impl Gateway {
         name: &str,
     ) -> Message {
         let policy = self.inner.access.policy();
-        let view = policy.for_caller(ctx.caller.as_deref());
+        let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
         let visible = catalog.tool_names().filter(|n| {
             view.is_unrestricted()
                 || catalog
@@ -1007,7 +1199,7 @@ impl Gateway {
             return Decision::Allow;
         }
         policy
-            .for_caller(ctx.caller.as_deref())
+            .for_request(ctx.caller.as_deref(), ctx.toolset.as_deref())
             .decide(kind, server, name)
     }
 }

@@ -151,9 +151,9 @@ impl Gateway {
     fn list(&self, ctx: &RequestContext, params: &str, of: ListOf) -> Result<String, ErrorObject> {
         let catalog = self.catalog();
         let builtins = builtin::definitions();
-        let search_only = self.settings().discovery == Discovery::Search;
         let policy = self.policy();
-        let view = &policy.for_caller(ctx.caller.as_deref());
+        let view = &policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
+        let search_only = self.settings().discovery == Discovery::Search || view.search_only();
         let seen = |kind: ItemKind| move |e: &&Entry| view.sees_entry(kind, e);
         let hosted = match of {
             ListOf::Tools => self.hosted_visible(view, ctx.caller.as_deref()),
@@ -380,7 +380,7 @@ impl Gateway {
                 let namespaced = self.settings().naming.mode != NamingMode::Never;
                 let max = self.settings().result_max_bytes;
                 let policy = self.policy();
-                let view = policy.for_caller(ctx.caller.as_deref());
+                let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
                 let fixed = response.result_raw().map(|r| {
                     let linked = rewrite_elements(r, &["content"], |el| {
                         link_uri_back(&catalog, &server, el, namespaced)
@@ -503,7 +503,7 @@ impl Gateway {
                     .unwrap_or_else(|_| r.to_owned())
                 });
                 let policy = self.policy();
-                let view = policy.for_caller(ctx.caller.as_deref());
+                let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
                 let fixed = fixed.map(|r| {
                     match without_hidden_resources(&r, &["contents"], &view, &server) {
                         Ok(Cow::Owned(filtered)) => filtered,

@@ -86,6 +86,7 @@ fn ctx(
                 ..Caller::default()
             })
         }),
+        toolset: None,
         trace: None,
     }
 }

@@ -64,6 +64,7 @@ fn ctx(client: Arc<Client>, revision: Revision, caps: &str) -> RequestContext {
         peer: client,
         session: None,
         caller: None,
+        toolset: None,
         trace: None,
     }
 }

@@ -49,6 +49,7 @@ fn ctx() -> RequestContext {
         peer: Arc::new(SilentPeer),
         session: None,
         caller: None,
+        toolset: None,
         trace: None,
     }
 }

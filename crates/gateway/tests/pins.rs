@@ -68,6 +68,7 @@ fn ctx() -> RequestContext {
         peer: Arc::new(SilentPeer),
         session: None,
         caller: None,
+        toolset: None,
         trace: None,
     }
 }

@@ -92,6 +92,7 @@ fn ctx(caller: Option<Arc<Caller>>, revision: Revision, caps: &str) -> RequestCo
         peer: Arc::new(SilentPeer),
         session: None,
         caller,
+        toolset: None,
         trace: None,
     }
 }

@@ -225,6 +225,7 @@ fn legacy() -> RequestContext {
         peer: Arc::new(SilentPeer),
         session: None,
         caller: None,
+        toolset: None,
         trace: None,
     }
 }

@@ -84,6 +84,9 @@ pub enum Command {
         /// The configuration file (default: ./manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
+        /// Serve only this tool set (`[toolsets.NAME]`), as `/mcp/NAME` does over HTTP.
+        #[arg(long, value_name = "NAME")]
+        toolset: Option<String>,
     },
     /// Validate a configuration file and report every problem with its file, line and field.
     Check {

@@ -95,7 +95,9 @@ fn main() -> ExitCode {
             } => serve::serve(config.as_deref(), *listen, *insecure_no_auth).await,
             Command::Keys { action } => keys::run(action).await,
             Command::Audit { action } => audit_commands::run(action).await,
-            Command::Stdio { config } => serve::stdio(config.as_deref()).await,
+            Command::Stdio { config, toolset } => {
+                serve::stdio(config.as_deref(), toolset.as_deref()).await
+            }
             Command::Check { config } => config_commands::check(config.as_deref()).await,
             Command::Doctor { config } => doctor::doctor(config.as_deref()),
             Command::Import {

@@ -244,9 +244,22 @@ fn dashboard_for(
     )))
 }
 
-/// `manifold stdio [--config FILE]`.
-pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
+/// `manifold stdio [--config FILE] [--toolset NAME]`.
+pub async fn stdio(given: Option<&Path>, toolset: Option<&str>) -> Result<Outcome, CliError> {
     let (config, _) = load(given)?;
+    if let Some(name) = toolset
+        && !config.toolsets.iter().any(|t| t.name == name)
+    {
+        let sets: Vec<&str> = config.toolsets.iter().map(|t| t.name.as_str()).collect();
+        return Err(CliError::with_hint(
+            format!("there is no tool set {name:?} in {}", config.origin),
+            if sets.is_empty() {
+                "define one as [toolsets.NAME] (docs/configuration.md, \"Tool sets\")".to_owned()
+            } else {
+                format!("the sets are {}", sets.join(", "))
+            },
+        ));
+    }
     // No process lock: several `stdio` processes (one per client) and a `serve` share a data_dir.
     let store = crate::key_store::open_for_command(&config).await?;
     let fresh = crate::telemetry_setup::fresh_telemetry(&config);
@@ -259,9 +272,13 @@ pub async fn stdio(given: Option<&Path>) -> Result<Outcome, CliError> {
             return Err(e);
         }
     };
-    let outcome =
-        manifold_server::serve_stdio(gateway.clone(), tokio::io::stdin(), tokio::io::stdout())
-            .await;
+    let outcome = manifold_server::serve_stdio_in(
+        gateway.clone(),
+        toolset.map(std::sync::Arc::from),
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )
+    .await;
     if let Some(o) = operators {
         o.shutdown();
     }

@@ -28,7 +28,7 @@ pub struct TelemetryGuard {
 /// the client commands, which run no gateway.
 fn gateway_telemetry(command: &Command) -> Option<TelemetrySettings> {
     let given = match command {
-        Command::Serve { config, .. } | Command::Stdio { config } => config.as_deref(),
+        Command::Serve { config, .. } | Command::Stdio { config, .. } => config.as_deref(),
         _ => return None,
     };
     let loaded = crate::config_commands::config_path(given)

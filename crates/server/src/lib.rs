@@ -30,4 +30,4 @@ pub use limits::Limits;
 pub use manifold_config::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use session_key::SessionKey;
 pub use settings::{OperatorUi, ServerSettings};
-pub use stdio::serve_stdio;
+pub use stdio::{serve_stdio, serve_stdio_in};

@@ -75,12 +75,18 @@ impl ClientSession {
 
     /// Makes `caller`'s rules judge what this session hears from now on (see
     /// `manifold_gateway::audience`); kept while the caller stays the same.
-    pub fn heard_by(&self, gateway: &Gateway, caller: Option<&Arc<Caller>>) {
+    pub fn heard_by(
+        &self,
+        gateway: &Gateway,
+        caller: Option<&Arc<Caller>>,
+        toolset: Option<&Arc<str>>,
+    ) {
         // The token may be renewed; the rules look only at who the caller is.
         let who = |c: Option<&Arc<Caller>>| {
             c.map(|c| (c.name.clone(), c.groups.clone(), c.scopes.clone()))
         };
-        let same = |a: &Audience| who(a.caller()) == who(caller);
+        let same =
+            |a: &Audience| who(a.caller()) == who(caller) && a.toolset() == toolset.map(|t| &**t);
         if self
             .audience
             .read()
@@ -90,7 +96,11 @@ impl ClientSession {
         {
             return;
         }
-        let audience = Arc::new(Audience::new(gateway.clone(), caller.cloned()));
+        let audience = Arc::new(Audience::new(
+            gateway.clone(),
+            caller.cloned(),
+            toolset.cloned(),
+        ));
         *self.audience.write().unwrap_or_else(|p| p.into_inner()) = Some(audience);
     }
 
@@ -492,8 +502,9 @@ pub async fn run_session_call(
     outlet: Arc<dyn Outlet>,
     request: &Message,
     cancel: &CancellationToken,
+    toolset: Option<Arc<str>>,
 ) -> Option<CallAnswer> {
-    run_session_call_as(gateway, session, outlet, request, cancel, None).await
+    run_session_call_as(gateway, session, outlet, request, cancel, None, toolset).await
 }
 
 /// As [`run_session_call`], on behalf of an authenticated caller (HTTP transports).
@@ -504,6 +515,7 @@ pub async fn run_session_call_as(
     request: &Message,
     cancel: &CancellationToken,
     caller: Option<Arc<Caller>>,
+    toolset: Option<Arc<str>>,
 ) -> Option<CallAnswer> {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let ctx = RequestContext {
@@ -515,9 +527,10 @@ pub async fn run_session_call_as(
         }),
         session: session.id.clone(),
         caller,
+        toolset,
         trace: None,
     };
-    session.heard_by(gateway, ctx.caller.as_ref());
+    session.heard_by(gateway, ctx.caller.as_ref(), ctx.toolset.as_ref());
     let response = run_call(gateway, ctx, request, cancel).await;
     // A question the upstream asked during a call that is now over (cancelled, typically) will
     // never be answered usefully: the client is told to stop asking its user.

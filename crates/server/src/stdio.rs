@@ -55,6 +55,8 @@ impl Outlet for Writer {
 
 struct Connection {
     gateway: Gateway,
+    /// The tool set this connection works in (`manifold stdio --toolset NAME`).
+    toolset: Option<Arc<str>>,
     core: Arc<ClientSession>,
     initialized: AtomicBool,
     writer: Writer,
@@ -62,8 +64,18 @@ struct Connection {
 }
 
 /// Serves one client until its reader ends. Returns the first I/O error of the reader or writer.
-pub async fn serve_stdio<R, W>(
+pub async fn serve_stdio<R, W>(gateway: Gateway, reader: R, writer: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_stdio_in(gateway, None, reader, writer).await
+}
+
+/// As [`serve_stdio`], the client seeing only the tool set `toolset` (checked by the caller).
+pub async fn serve_stdio_in<R, W>(
     gateway: Gateway,
+    toolset: Option<Arc<str>>,
     mut reader: R,
     mut writer: W,
 ) -> std::io::Result<()>
@@ -82,6 +94,7 @@ where
     });
     let conn = Arc::new(Connection {
         gateway,
+        toolset,
         core: Arc::new(ClientSession::new(
             ClientView {
                 revision: Revision::LATEST_LEGACY,
@@ -180,8 +193,15 @@ impl Connection {
         let conn = Arc::clone(self);
         tokio::spawn(async move {
             let outlet = Arc::new(conn.writer.clone());
-            if let Some(r) =
-                run_session_call(&conn.gateway, &conn.core, outlet, &message, &token).await
+            if let Some(r) = run_session_call(
+                &conn.gateway,
+                &conn.core,
+                outlet,
+                &message,
+                &token,
+                conn.toolset.clone(),
+            )
+            .await
             {
                 conn.writer.answer(&r).await;
             }
@@ -241,6 +261,7 @@ impl Connection {
                 }),
                 session: None,
                 caller: None,
+                toolset: conn.toolset.clone(),
                 trace: None,
             };
             if let Some(r) = run_call(&conn.gateway, ctx, &message, &token).await {
@@ -254,7 +275,7 @@ impl Connection {
     /// with the listen request's id; the client ends it with `notifications/cancelled`.
     async fn listen(&self, filter: ListenFilter, id: &Id, cancel: &CancellationToken) {
         let mut events = self.gateway.events();
-        let audience = Audience::new(self.gateway.clone(), None);
+        let audience = Audience::new(self.gateway.clone(), None, self.toolset.clone());
         self.writer.answer(&filter.acknowledgement(id)).await;
         loop {
             let event = tokio::select! {

@@ -89,9 +89,17 @@ async fn call(
 ) -> Message {
     let request = Message::request(&Id::Num(1), method, Some(params));
     let outlet: Arc<dyn Outlet> = Arc::new(Collected::default());
-    let answer = run_session_call_as(g, s, outlet, &request, &CancellationToken::new(), caller)
-        .await
-        .unwrap();
+    let answer = run_session_call_as(
+        g,
+        s,
+        outlet,
+        &request,
+        &CancellationToken::new(),
+        caller,
+        None,
+    )
+    .await
+    .unwrap();
     (*answer).clone()
 }
 

@@ -18,6 +18,7 @@ mod servers;
 pub(crate) mod store;
 pub(crate) mod telemetry;
 pub(crate) mod tools;
+pub(crate) mod toolsets;
 pub(crate) mod upstream_credentials;
 
 use std::path::Path;
@@ -47,6 +48,7 @@ const TOP_KEYS: &[&str] = &[
     "authoring",
     "dashboard",
     "tools",
+    "toolsets",
 ];
 
 fn top_level_hints() -> Vec<(&'static str, &'static str)> {
@@ -117,6 +119,7 @@ pub(crate) fn load_text(
     let authoring = authoring::read_authoring(&mut reader, root.get("authoring"));
     let dashboard = dashboard::read_dashboard(&mut reader, root.get("dashboard"));
     let tools = tools::read_tools(&mut reader, root.get("tools"));
+    let toolsets = toolsets::read_toolsets(&mut reader, root.get("toolsets"), &servers);
     let secrets = reader.finish()?;
     let mut config = Config::assemble(origin, gateway, servers, secrets);
     config.rules = rules;
@@ -132,5 +135,6 @@ pub(crate) fn load_text(
     config.authoring = authoring;
     config.dashboard = dashboard;
     config.tools = tools;
+    config.toolsets = toolsets;
     Ok(config)
 }

@@ -376,7 +376,7 @@ fn read_annotations(
 }
 
 /// The values of `texts`, reporting the empty ones.
-fn non_empty(reader: &mut Reader<'_>, texts: Vec<Text>, example: &str) -> Vec<String> {
+pub(crate) fn non_empty(reader: &mut Reader<'_>, texts: Vec<Text>, example: &str) -> Vec<String> {
     let mut out = Vec::with_capacity(texts.len());
     for text in texts {
         if text.value.trim().is_empty() {
@@ -388,7 +388,7 @@ fn non_empty(reader: &mut Reader<'_>, texts: Vec<Text>, example: &str) -> Vec<St
     out
 }
 
-fn read_servers(
+pub(crate) fn read_servers(
     reader: &mut Reader<'_>,
     field: &str,
     item: &Item<'_>,
@@ -431,7 +431,7 @@ fn pattern_problem(pattern: &str) -> Option<String> {
         .map(|e| e.kind().to_string())
 }
 
-fn read_patterns(
+pub(crate) fn read_patterns(
     reader: &mut Reader<'_>,
     field: &str,
     item: &Item<'_>,

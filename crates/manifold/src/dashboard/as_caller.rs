@@ -74,6 +74,7 @@ pub async fn request(
         }),
         session: None,
         caller,
+        toolset: None,
         trace: None,
     };
     let params = params.to_string();

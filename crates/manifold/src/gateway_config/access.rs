@@ -1,16 +1,17 @@
-//! From the configuration's `[[rules]]` and `[rate_limits]` to the core's compiled policy and
+//! From the configuration's `[[rules]]`, `[toolsets.NAME]` and `[rate_limits]` to the core's compiled policy and
 //! limits. Loading has already compiled every pattern the way the core does; should the two ever
 //! disagree, the gateway fails closed (every item denied) and says why in the log, rather than
 //! serve with a rule missing.
 
-use manifold_config::Config;
 use manifold_config::access::{AccessRule, Approver as ConfigApprover, RateLimit, RuleEffect};
-use manifold_gateway::policy::{Approver, Effect, Policy, RuleSpec};
+use manifold_config::{Config, ToolsetConfig};
+use manifold_gateway::policy::{Approver, Effect, Policy, RuleSpec, ToolsetSpec};
 use manifold_gateway::rate_limit::{Limit, RateLimitSpec, RateLimits, ToolLimitSpec};
 
-/// The core's rules and rate limits for a configuration.
+/// The core's rules (with the tool sets) and rate limits for a configuration.
 pub fn access_settings(config: &Config) -> (Policy, RateLimits) {
-    let rules = Policy::compile(config.rules.iter().map(rule_spec).collect());
+    let rules = Policy::compile(config.rules.iter().map(rule_spec).collect())
+        .and_then(|p| p.with_toolsets(config.toolsets.iter().map(toolset_spec).collect()));
     let limits = RateLimits::compile(limit_spec(config));
     match (rules, limits) {
         (Ok(rules), Ok(limits)) => (rules, limits),
@@ -29,6 +30,19 @@ pub fn access_settings(config: &Config) -> (Policy, RateLimits) {
             );
             (Policy::deny_everything(), RateLimits::default())
         }
+    }
+}
+
+fn toolset_spec(set: &ToolsetConfig) -> ToolsetSpec {
+    ToolsetSpec {
+        name: set.name.clone(),
+        servers: set.servers.clone(),
+        tools: set.tools.clone(),
+        resources: set.resources.clone(),
+        prompts: set.prompts.clone(),
+        search_only: set.search_only,
+        identities: set.identities.clone(),
+        groups: set.groups.clone(),
     }
 }
 

@@ -202,7 +202,7 @@ async fn reload(running: &mut Running, why: &str) {
     {
         Ok(summary) => {
             let rules = if rules_changed {
-                "; [[rules]] and [rate_limits]: replaced"
+                "; [[rules]], [toolsets] and [rate_limits]: replaced"
             } else {
                 ""
             };
@@ -222,7 +222,9 @@ async fn reload(running: &mut Running, why: &str) {
 
 /// Whether a reload brings other rules or rate limits than those in force.
 fn access_changed(running: &Config, next: &Config) -> bool {
-    running.rules != next.rules || running.rate_limits != next.rate_limits
+    running.rules != next.rules
+        || running.rate_limits != next.rate_limits
+        || running.toolsets != next.toolsets
 }
 
 /// The settings that differ and are not applied by a reload: everything but `[servers.*]`,

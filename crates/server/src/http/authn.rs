@@ -37,6 +37,8 @@ pub(crate) struct Authenticated {
     pub caller: Option<Arc<Caller>>,
     /// Digest of the principal (see `Identity::binding`), sealed into sessions it starts.
     pub binding: Option<String>,
+    /// The tool set the request works in (`/mcp/NAME`, or the caller's own).
+    pub toolset: Option<Arc<str>>,
 }
 
 tokio::task_local! {
@@ -46,6 +48,56 @@ tokio::task_local! {
 /// The identity of the request this task is handling (read it before spawning).
 pub(crate) fn current_caller() -> Option<Arc<Caller>> {
     AUTHENTICATED.try_with(|a| a.caller.clone()).ok().flatten()
+}
+
+/// The tool set of the request this task is handling (read it before spawning).
+pub(crate) fn current_toolset() -> Option<Arc<str>> {
+    AUTHENTICATED.try_with(|a| a.toolset.clone()).ok().flatten()
+}
+
+/// The endpoint a path is, with its tool set taken off: `/mcp/NAME` is `/mcp`.
+pub(crate) fn endpoint_of(path: &str) -> &str {
+    match toolset_in_path(path) {
+        Some(name) => &path[..path.len() - name.len() - 1],
+        None => path,
+    }
+}
+
+/// The set an endpoint's path names: `/mcp/NAME`, `/sse/NAME`, `/message/NAME`.
+pub(crate) fn toolset_in_path(path: &str) -> Option<&str> {
+    ["/mcp/", "/sse/", "/message/"]
+        .iter()
+        .find_map(|prefix| path.strip_prefix(prefix))
+        .filter(|name| !name.is_empty() && !name.contains('/'))
+}
+
+/// Runs the rest of the stack as `caller`, in the tool set the path names or the caller is
+/// confined to; refuses an unknown set (404) and a set the caller is kept out of (403).
+async fn run_as(
+    state: &AppState,
+    request: Request,
+    next: Next,
+    caller: Option<Arc<Caller>>,
+    binding: Option<String>,
+) -> Response {
+    let asked = toolset_in_path(request.uri().path());
+    let toolset = match state.gateway.policy().toolset_for(asked, caller.as_deref()) {
+        Ok(set) => set,
+        Err(refusal) => {
+            let status = match refusal {
+                manifold_gateway::policy::ToolsetRefusal::Unknown(_) => StatusCode::NOT_FOUND,
+                manifold_gateway::policy::ToolsetRefusal::Elsewhere { .. } => StatusCode::FORBIDDEN,
+            };
+            tracing::warn!(path = request.uri().path(), reason = %refusal, "refused a request for a tool set");
+            return reply::error(status, None, ErrorCode::Forbidden, refusal.to_string());
+        }
+    };
+    let authenticated = Authenticated {
+        caller,
+        binding,
+        toolset,
+    };
+    AUTHENTICATED.scope(authenticated, next.run(request)).await
 }
 
 /// The binding sealed into sessions this request starts and compared on every later use.
@@ -94,7 +146,7 @@ pub(crate) async fn require(
         if let Some(r) = foreign_session(&state, &request, None) {
             return r;
         }
-        return next.run(request).await;
+        return run_as(&state, request, next, None, None).await;
     };
     if request.uri().query().is_some_and(query_carries_credential) {
         tracing::warn!(
@@ -135,16 +187,13 @@ pub(crate) async fn require(
     };
     // The token just authenticated, kept for servers that take the caller's own token.
     let bearer = manifold_auth::bearer::bearer_token(&values).ok().flatten();
-    let authenticated = Authenticated {
-        caller: Some(Arc::new(caller_of(&identity, bearer))),
-        binding: Some(identity.binding()),
-    };
-    if let Some(r) = foreign_session(&state, &request, authenticated.binding.as_deref()) {
+    let binding = identity.binding();
+    if let Some(r) = foreign_session(&state, &request, Some(&binding)) {
         return r;
     }
     let span = tracing::info_span!("authenticated", caller = %identity.name);
-    AUTHENTICATED
-        .scope(authenticated, next.run(request))
+    let caller = Some(Arc::new(caller_of(&identity, bearer)));
+    run_as(&state, request, next, caller, Some(binding))
         .instrument(span)
         .await
 }
@@ -152,7 +201,8 @@ pub(crate) async fn require(
 /// A 404 for a request naming a Streamable HTTP session that another identity started; `None`
 /// for anything else (unknown or expired sessions are the handlers' to answer).
 fn foreign_session(state: &AppState, request: &Request, binding: Option<&str>) -> Option<Response> {
-    if request.uri().path() != "/mcp" {
+    let path = request.uri().path();
+    if path != "/mcp" && !path.starts_with("/mcp/") {
         return None;
     }
     let sid = request
@@ -203,4 +253,30 @@ pub(crate) fn metadata_routes() -> Router<Arc<AppState>> {
             &format!("{WELL_KNOWN_PREFIX}/mcp"),
             get(protected_resource_metadata),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sets_endpoint_is_read_from_its_path_and_counts_as_its_endpoint() {
+        assert_eq!(toolset_in_path("/mcp/coding"), Some("coding"));
+        assert_eq!(toolset_in_path("/sse/coding"), Some("coding"));
+        assert_eq!(toolset_in_path("/message/coding"), Some("coding"));
+        for none in [
+            "/mcp",
+            "/mcp/",
+            "/mcp/a/b",
+            "/sse",
+            "/ui/coding",
+            "/healthz",
+        ] {
+            assert_eq!(toolset_in_path(none), None, "{none}");
+        }
+        assert_eq!(endpoint_of("/mcp/coding"), "/mcp");
+        assert_eq!(endpoint_of("/message/x"), "/message");
+        assert_eq!(endpoint_of("/mcp"), "/mcp");
+        assert_eq!(endpoint_of("/metrics"), "/metrics");
+    }
 }

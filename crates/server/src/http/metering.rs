@@ -96,7 +96,7 @@ pub(crate) async fn meter(
     request: Request,
     next: Next,
 ) -> Response {
-    if !MCP_PATHS.contains(&request.uri().path()) {
+    if !MCP_PATHS.contains(&super::authn::endpoint_of(request.uri().path())) {
         return next.run(request).await;
     }
     let telemetry = Arc::clone(&state.gateway.settings().telemetry);
@@ -128,7 +128,8 @@ pub(crate) struct EdgeRequest {
 
 impl EdgeRequest {
     fn of(request: &Request) -> EdgeRequest {
-        let path = request.uri().path();
+        // A tool set's endpoint counts as its endpoint: set names stay out of metric labels.
+        let path = super::authn::endpoint_of(request.uri().path());
         EdgeRequest {
             method: request.method().clone(),
             path: MCP_PATHS

@@ -152,6 +152,10 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/mcp", any(streamable::endpoint))
         .route("/sse", get(sse_transport::open))
         .route("/message", post(sse_transport::message))
+        // A tool set's own endpoints (`[toolsets.NAME]`); authentication resolves the set.
+        .route("/mcp/{toolset}", any(streamable::endpoint))
+        .route("/sse/{toolset}", get(sse_transport::open))
+        .route("/message/{toolset}", post(sse_transport::message))
         // Inside authentication: an unauthenticated caller learns 401, never what the body
         // should have been.
         .layer(axum::middleware::from_fn(content_type::require_json))
@@ -165,10 +169,12 @@ fn router(state: Arc<AppState>) -> Router {
         ))
         // The operators' pages sign people in themselves and accept changes only from their own
         // page; a hostile name pointed at this address (DNS rebinding) is still refused.
-        .merge(operator::ui_routes(&state, false).layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            guard::host_only,
-        )))
+        .merge(
+            operator::ui_routes(&state, false).layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&state),
+                guard::host_only,
+            )),
+        )
         // Probes come from orchestrators under any name: added after the guard, outside it.
         .route("/healthz", get(operator::healthz))
         .route("/readyz", get(operator::readyz))

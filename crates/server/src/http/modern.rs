@@ -309,6 +309,7 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
         }),
         session: None,
         caller: super::authn::current_caller(),
+        toolset: super::authn::current_toolset(),
         trace: super::metering::http_trace(),
     };
     {
@@ -403,6 +404,7 @@ fn listen(state: &Arc<AppState>, accepts: &Accepts, message: &Message, id: &Id) 
     let audience = manifold_gateway::audience::Audience::new(
         state.gateway.clone(),
         super::authn::current_caller(),
+        super::authn::current_toolset(),
     );
     log.push(filter.acknowledgement(id).as_str());
     let gone = CancellationToken::new();

@@ -76,7 +76,7 @@ impl Outlet for StreamOutlet {
     }
 }
 
-pub(crate) async fn open(State(state): State<Arc<AppState>>) -> Response {
+pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Uri) -> Response {
     let limits = state.settings.limits;
     let id = match random_bytes::<16>() {
         Ok(b) => hex(&b),
@@ -129,7 +129,11 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>) -> Response {
     tokio::spawn(forward_events(state.gateway.events(), Arc::clone(&session)));
     let endpoint = SseEvent {
         event: Some("endpoint".to_owned()),
-        data: Some(format!("/message?sessionId={id}")),
+        // A set's stream posts to the set's message endpoint.
+        data: Some(match super::authn::toolset_in_path(uri.path()) {
+            Some(set) => format!("/message/{set}?sessionId={id}"),
+            None => format!("/message?sessionId={id}"),
+        }),
         ..SseEvent::default()
     }
     .encode();
@@ -258,10 +262,19 @@ fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message) {
     let gateway = state.gateway.clone();
     let session = Arc::clone(session);
     let caller = super::authn::current_caller();
+    let toolset = super::authn::current_toolset();
     tokio::spawn(super::metering::carrying_http_trace(async move {
         let outlet = Arc::new(StreamOutlet(Arc::clone(&session.log)));
-        if let Some(response) =
-            run_session_call_as(&gateway, &session.core, outlet, &message, &token, caller).await
+        if let Some(response) = run_session_call_as(
+            &gateway,
+            &session.core,
+            outlet,
+            &message,
+            &token,
+            caller,
+            toolset,
+        )
+        .await
         {
             session.log.push(response.as_str());
         }

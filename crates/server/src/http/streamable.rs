@@ -419,6 +419,7 @@ async fn legacy_call(
     let (number, log) = session.new_stream();
     log.set_abandon(token.clone());
     let caller = super::authn::current_caller();
+    let toolset = super::authn::current_toolset();
     let outlet = Arc::new(PostOutlet {
         log: Arc::clone(&log),
         session: Arc::downgrade(&session),
@@ -431,7 +432,9 @@ async fn legacy_call(
         let token = token.clone();
         let id = id.clone();
         tokio::spawn(super::metering::carrying_http_trace(async move {
-            match run_session_call_as(&gateway, &core, outlet, &message, &token, caller).await {
+            match run_session_call_as(&gateway, &core, outlet, &message, &token, caller, toolset)
+                .await
+            {
                 Some(response) => log.push_final(response.as_str()),
                 None => log.finish(),
             }
