@@ -44,6 +44,8 @@ pub struct Config {
     pub authoring: crate::load::authoring::AuthoringSettings,
     /// The `[dashboard]` section: whether the operators' pages are served at `/ui`.
     pub dashboard: crate::load::dashboard::DashboardSettings,
+    /// The `[metaforge]` section: whether the MetaForge dialect is answered at `/rpc`.
+    pub metaforge: crate::load::metaforge::MetaforgeSettings,
     /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
     pub tools: Vec<crate::load::tools::ConfiguredTool>,
     /// `[toolsets.NAME]`: the sets served at `/mcp/NAME`.
@@ -74,6 +76,7 @@ impl Config {
             approvals: crate::load::approvals::ApprovalSettings::default(),
             authoring: crate::load::authoring::AuthoringSettings::default(),
             dashboard: crate::load::dashboard::DashboardSettings::default(),
+            metaforge: crate::load::metaforge::MetaforgeSettings::default(),
             tools: Vec::new(),
             toolsets: Vec::new(),
             secrets,

@@ -99,6 +99,7 @@ fn server_settings(config: &Config, listen: SocketAddr) -> Result<ServerSettings
     settings.limits.session_idle_ttl = config.lifecycle.session_idle_ttl;
     settings.metrics_endpoint = config.telemetry.metrics;
     settings.admin_listen = config.telemetry.admin_listen;
+    settings.metaforge_rpc = config.metaforge.enabled;
     Ok(settings)
 }
 

@@ -11,6 +11,7 @@ pub mod accept;
 pub mod error;
 pub mod events;
 pub mod http;
+pub mod in_process;
 pub mod limits;
 pub mod log_filter;
 pub mod modern_meta;

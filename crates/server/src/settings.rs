@@ -32,6 +32,8 @@ pub struct ServerSettings {
     /// Pages for operators (the dashboard at `/ui`), served on `admin_listen` when set, else
     /// beside `/mcp`; behind the Origin/Host guard either way, with their own sign-in.
     pub operator_ui: Option<OperatorUi>,
+    /// Whether the MetaForge dialect is served at `POST /rpc` (`http/metaforge.rs`).
+    pub metaforge_rpc: bool,
 }
 
 /// Routes the binary adds for operators. They authenticate on their own (a sign-in page and a
@@ -58,6 +60,7 @@ impl ServerSettings {
             metrics_endpoint: true,
             admin_listen: None,
             operator_ui: None,
+            metaforge_rpc: false,
         }
     }
 }

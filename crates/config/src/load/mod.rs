@@ -9,6 +9,7 @@ pub(crate) mod dashboard;
 mod default_sandbox;
 mod gateway;
 pub(crate) mod lifecycle;
+pub(crate) mod metaforge;
 pub(crate) mod overrides;
 mod reader;
 pub(crate) mod retry_policy;
@@ -47,6 +48,7 @@ const TOP_KEYS: &[&str] = &[
     "approvals",
     "authoring",
     "dashboard",
+    "metaforge",
     "tools",
     "toolsets",
 ];
@@ -118,6 +120,7 @@ pub(crate) fn load_text(
     let approvals = approvals::read_approvals(&mut reader, root.get("approvals"));
     let authoring = authoring::read_authoring(&mut reader, root.get("authoring"));
     let dashboard = dashboard::read_dashboard(&mut reader, root.get("dashboard"));
+    let metaforge = metaforge::read_metaforge(&mut reader, root.get("metaforge"));
     let tools = tools::read_tools(&mut reader, root.get("tools"));
     let toolsets = toolsets::read_toolsets(&mut reader, root.get("toolsets"), &servers);
     let secrets = reader.finish()?;
@@ -134,6 +137,7 @@ pub(crate) fn load_text(
     config.approvals = approvals;
     config.authoring = authoring;
     config.dashboard = dashboard;
+    config.metaforge = metaforge;
     config.tools = tools;
     config.toolsets = toolsets;
     Ok(config)

@@ -275,8 +275,8 @@ fn outcome_of(answered: super::as_caller::Answered) -> Outcome {
                 log,
             }
         }
-        Err(message) => Outcome {
-            result: message,
+        Err(error) => Outcome {
+            result: error.message,
             is_error: true,
             structured: None,
             progress,

@@ -29,7 +29,7 @@ use super::AppState;
 pub const MAX_REFUSAL_BODY: u64 = 64 * 1024;
 
 /// The paths whose traffic is MCP traffic (probes and scrapes are not counted).
-const MCP_PATHS: [&str; 3] = ["/mcp", "/sse", "/message"];
+const MCP_PATHS: [&str; 4] = ["/mcp", "/sse", "/message", "/rpc"];
 
 tokio::task_local! {
     /// The trace context of the HTTP request being handled, for the gateway call it starts.

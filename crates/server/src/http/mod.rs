@@ -9,6 +9,7 @@ pub mod content_type;
 pub mod drain;
 pub mod guard;
 pub mod legacy_sessions;
+pub mod metaforge;
 pub mod metering;
 pub mod modern;
 pub mod operator;
@@ -148,7 +149,13 @@ impl OperatorServer {
 }
 
 fn router(state: Arc<AppState>) -> Router {
+    let dialect = if state.settings.metaforge_rpc {
+        Router::new().route("/rpc", post(metaforge::endpoint))
+    } else {
+        Router::new()
+    };
     Router::new()
+        .merge(dialect)
         .route("/mcp", any(streamable::endpoint))
         .route("/sse", get(sse_transport::open))
         .route("/message", post(sse_transport::message))
