@@ -87,6 +87,9 @@ pub enum ServerKind {
     Http {
         spec: HttpSpec,
         interpolated: Interpolated,
+        /// An OpenAPI server: the document (a path, resolved, or a URL) whose operations are
+        /// the tools, `spec.url` being the API's base URL (`openapi`, `base_url`).
+        openapi: Option<String>,
     },
 }
 
@@ -114,6 +117,14 @@ impl ServerConfig {
     pub fn target(&self) -> Target {
         match &self.kind {
             ServerKind::Stdio { spec, .. } => Target::Stdio(spec.clone()),
+            ServerKind::Http {
+                spec,
+                openapi: Some(document),
+                ..
+            } => Target::OpenApi(manifold_upstream::transport::openapi::OpenApiSpec {
+                document: document.clone(),
+                api: spec.clone(),
+            }),
             ServerKind::Http { spec, .. } => Target::Http(spec.clone()),
         }
     }
@@ -133,6 +144,9 @@ impl ServerConfig {
     pub fn transport_label(&self) -> &'static str {
         match self.kind {
             ServerKind::Stdio { .. } => "stdio",
+            ServerKind::Http {
+                openapi: Some(_), ..
+            } => "openapi",
             ServerKind::Http { .. } => "http",
         }
     }
@@ -219,7 +233,9 @@ impl fmt::Debug for ServerKind {
                     .field("scope", scope)
                     .finish()
             }
-            ServerKind::Http { spec, interpolated } => {
+            ServerKind::Http {
+                spec, interpolated, ..
+            } => {
                 // Header values carry credentials even when written literally.
                 let headers: Vec<(&str, Shown<'_>)> = spec
                     .headers

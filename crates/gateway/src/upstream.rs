@@ -356,6 +356,7 @@ fn same_target(a: &Target, b: &Target) -> bool {
     match (a, b) {
         (Target::Stdio(a), Target::Stdio(b)) => a == b,
         (Target::Http(a), Target::Http(b)) => a == b,
+        (Target::OpenApi(a), Target::OpenApi(b)) => a == b,
         _ => false,
     }
 }
@@ -495,7 +496,7 @@ impl Upstream {
         let name = &self.def.name;
         let restarting = match self.def.target {
             Target::Stdio(_) => "restarting",
-            Target::Http(_) => "reconnecting",
+            Target::Http(_) | Target::OpenApi(_) => "reconnecting",
         };
         let retry_after = retry_at.map(|t| t.saturating_duration_since(Instant::now()));
         let retry = match retry_after {

@@ -1203,7 +1203,7 @@ async fn reload_applies_new_rules_to_live_sessions_before_serving_them() {
     gw.wait_for_log("reloaded", 1);
     let logged = gw.stderr();
     assert!(
-        logged.contains("added: none; removed: none; changed (restarted): none; unchanged: peer; [[rules]] and [rate_limits]: replaced"),
+        logged.contains("added: none; removed: none; changed (restarted): none; unchanged: peer; [[rules]], [toolsets] and [rate_limits]: replaced"),
         "{logged}"
     );
     assert!(

@@ -68,6 +68,8 @@ impl std::fmt::Debug for HttpSpec {
 pub enum Target {
     Stdio(StdioSpec),
     Http(HttpSpec),
+    /// An API described by an OpenAPI document, answered by Manifold itself.
+    OpenApi(crate::transport::openapi::OpenApiSpec),
 }
 
 /// Everything a connection needs besides the target.
@@ -114,6 +116,23 @@ pub async fn connect(
             }
         }
         Target::Http(spec) => crate::transport::http::connect(spec, options).await,
+        Target::OpenApi(spec) => {
+            let (transport, inbound) =
+                crate::transport::openapi::start(&options.server, spec).await?;
+            let conn = Connection::start(
+                options.server.clone(),
+                transport,
+                inbound,
+                Arc::clone(&options.handler),
+            );
+            match conn.negotiate(EraChoice::Legacy, &options.client).await {
+                Ok(info) => Ok((conn, info)),
+                Err(e) => {
+                    conn.close().await;
+                    Err(e)
+                }
+            }
+        }
     }
 }
 
@@ -160,8 +179,8 @@ pub async fn connect_within(
                 }
             }
         }
-        Target::Http(spec) => {
-            tokio::time::timeout_at(deadline, crate::transport::http::connect(spec, options))
+        Target::Http(_) | Target::OpenApi(_) => {
+            tokio::time::timeout_at(deadline, connect(target, options))
                 .await
                 .unwrap_or_else(|_| Err(timed_out(None)))
         }

@@ -30,6 +30,8 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "cwd",
     "scope",
     "url",
+    "openapi",
+    "base_url",
     "transport",
     "headers",
     "ca_bundle",
@@ -256,6 +258,8 @@ struct KindFields {
     ca_bundle: Option<Text>,
     client_cert: Option<Text>,
     allow_insecure_http: Option<bool>,
+    /// `openapi`: the document of an OpenAPI server (its `base_url` is read as `url`).
+    openapi: Option<Text>,
 }
 
 struct Fields {
@@ -318,6 +322,22 @@ fn read_fields(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str) -> Fiel
             &field("scope"),
             i,
             &[("shared", Scope::Shared), ("session", Scope::Session)],
+        );
+    }
+    if let Some(i) = table.get("openapi") {
+        kind.openapi = reader.string(
+            &field("openapi"),
+            i,
+            Show::Value,
+            "write e.g. openapi = \"api.yaml\" (a path or an https URL)",
+        );
+    }
+    if let Some(i) = table.get("base_url").filter(|_| !table.contains_key("url")) {
+        kind.url = reader.string(
+            &field("base_url"),
+            i,
+            Show::Hidden,
+            "write e.g. base_url = \"https://api.example.com/v1\"",
         );
     }
     if let Some(i) = table.get("url") {
@@ -488,6 +508,9 @@ fn build_kind(
 ) -> Option<ServerKind> {
     let field = |k: &str| key_path(path, k);
     let has = |k: &str| table.contains_key(k);
+    if has("openapi") || has("base_url") {
+        return build_openapi(reader, name_key, table, path, fields);
+    }
     match (has("command"), has("url")) {
         (false, false) => {
             reader.report(
@@ -543,6 +566,97 @@ fn build_kind(
             build_http(reader, path, fields)
                 .map(|kind| super::upstream_credentials::with_credentials(kind, auth, interpolated))
         }
+    }
+}
+
+/// An OpenAPI server: `openapi` (the document) and `base_url` (the API), with an HTTP server's
+/// headers, trust roots and URL policy; no `command`, no MCP `url`.
+fn build_openapi(
+    reader: &mut Reader<'_>,
+    name_key: &Key<'_>,
+    table: &DeTable<'_>,
+    path: &str,
+    mut fields: KindFields,
+) -> Option<ServerKind> {
+    let field = |k: &str| key_path(path, k);
+    let before = reader.problem_count();
+    for (key, why, fix) in [
+        (
+            "command",
+            "an OpenAPI server has no command",
+            "remove command, or define the stdio server separately",
+        ),
+        (
+            "url",
+            "an OpenAPI server is reached at base_url; url is for MCP servers",
+            "write base_url = \"https://...\" (the API's base URL)",
+        ),
+        (
+            "transport",
+            "an OpenAPI server speaks plain HTTP to its API",
+            "remove transport",
+        ),
+    ] {
+        if let Some((k, _)) = table.get_key_value(key) {
+            reader.report(&k.span(), &field(key), None, why, fix);
+        }
+    }
+    refuse_keys(
+        reader,
+        table,
+        path,
+        STDIO_ONLY,
+        "only applies to stdio servers (those with command)",
+        "remove it (this server is an OpenAPI document's API)",
+    );
+    let Some(document) = fields.openapi.take() else {
+        reader.report(
+            &name_key.span(),
+            path,
+            None,
+            "has base_url but no openapi document",
+            "write openapi = \"api.yaml\" (a path or an https URL)",
+        );
+        return None;
+    };
+    if !table.contains_key("base_url") {
+        reader.report(
+            &name_key.span(),
+            path,
+            None,
+            "has an openapi document but no base_url",
+            "write base_url = \"https://api.example.com/v1\"",
+        );
+        return None;
+    }
+    let remote = document.value.starts_with("https://") || document.value.starts_with("http://");
+    let resolved = if remote {
+        Some(document.value.clone())
+    } else {
+        reader
+            .path(&field("openapi"), &document)
+            .map(|p| p.to_string_lossy().into_owned())
+    };
+    let mut interpolated = crate::server::Interpolated::new();
+    let auth =
+        super::upstream_credentials::read_credentials(reader, table, path, &mut interpolated);
+    let kind = build_http(reader, path, fields)
+        .map(|kind| super::upstream_credentials::with_credentials(kind, auth, interpolated));
+    if reader.problem_count() > before {
+        return None;
+    }
+    match (kind, resolved) {
+        (
+            Some(ServerKind::Http {
+                spec, interpolated, ..
+            }),
+            Some(document),
+        ) => Some(ServerKind::Http {
+            spec,
+            interpolated,
+            openapi: Some(document),
+        }),
+        _ => None,
     }
 }
 
@@ -780,6 +894,7 @@ fn build_http(reader: &mut Reader<'_>, path: &str, f: KindFields) -> Option<Serv
             auth: Default::default(),
         },
         interpolated,
+        openapi: None,
     })
 }
 

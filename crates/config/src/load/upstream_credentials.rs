@@ -105,12 +105,17 @@ pub(crate) fn with_credentials(
         ServerKind::Http {
             mut spec,
             mut interpolated,
+            openapi,
         } => {
             spec.auth = auth;
             for f in from_references.fields() {
                 interpolated.insert(f.to_owned());
             }
-            ServerKind::Http { spec, interpolated }
+            ServerKind::Http {
+                spec,
+                interpolated,
+                openapi,
+            }
         }
         other => other,
     }

@@ -5,6 +5,7 @@
 //! behave the same to their callers.
 
 pub mod http;
+pub mod openapi;
 pub mod stdio;
 
 use std::sync::Arc;
