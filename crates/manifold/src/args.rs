@@ -135,6 +135,10 @@ pub enum Command {
         /// Whose tool format: OpenAI Chat Completions, Anthropic Messages, or Gemini.
         #[arg(long, value_enum)]
         format: ExportFormat,
+        /// Only this tool set of a Manifold gateway (its URL's `/mcp` becomes `/mcp/NAME`;
+        /// `-- manifold stdio` gets `--toolset NAME`).
+        #[arg(long, value_name = "NAME")]
+        toolset: Option<String>,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -228,7 +232,7 @@ pub enum TransportArg {
 }
 
 /// Where the server is and how to talk to it; shared by every client command.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// `[URL] [NAME]`: a URL first when the server is reached over HTTP, then the tool, URI or prompt name.
     #[arg(value_name = "URL|NAME")]

@@ -112,7 +112,11 @@ fn main() -> ExitCode {
             Command::Pins { action } => pins_commands::run(action).await,
             Command::Approvals { action } => approvals_commands::run(action).await,
             Command::Prompt { target, args } => client::prompt(target, args).await,
-            Command::Export { format, target } => client::export::export(*format, target).await,
+            Command::Export {
+                format,
+                toolset,
+                target,
+            } => client::export::export(*format, toolset.as_deref(), target).await,
             Command::Add {
                 name,
                 url,

@@ -68,8 +68,57 @@ pub fn convert(format: ExportFormat, tools: &[Value]) -> (Value, Vec<String>) {
     (value, left_out)
 }
 
-/// `manifold export --format FORMAT TARGET`.
-pub async fn export(format: ExportFormat, args: &TargetArgs) -> Result<Outcome, CliError> {
+/// The target narrowed to a gateway's tool set: `.../mcp` becomes `.../mcp/NAME`, and
+/// `-- manifold stdio ...` gets `--toolset NAME`.
+fn in_toolset(args: &TargetArgs, toolset: &str) -> Result<TargetArgs, CliError> {
+    let mut narrowed = args.clone();
+    if let Some(first) = narrowed.positional.first_mut()
+        && (first.starts_with("http://") || first.starts_with("https://"))
+    {
+        let mut url = url::Url::parse(first)
+            .map_err(|e| CliError::usage(format!("{first} is not a URL: {e}")))?;
+        if !url.path().trim_end_matches('/').ends_with("/mcp") {
+            return Err(CliError::with_hint(
+                format!("--toolset needs a Manifold gateway's /mcp URL, not {first}"),
+                "write e.g. manifold export --format openai --toolset coding http://127.0.0.1:7391/mcp",
+            ));
+        }
+        let path = format!("{}/{toolset}", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+        *first = url.to_string();
+        return Ok(narrowed);
+    }
+    let is_manifold_stdio = narrowed
+        .command
+        .first()
+        .is_some_and(|c| c.ends_with("manifold"))
+        && narrowed.command.get(1).is_some_and(|a| a == "stdio");
+    if is_manifold_stdio {
+        narrowed
+            .command
+            .extend(["--toolset".to_owned(), toolset.to_owned()]);
+        return Ok(narrowed);
+    }
+    Err(CliError::with_hint(
+        "--toolset narrows a Manifold gateway: give its /mcp URL, or -- manifold stdio".to_owned(),
+        "write e.g. manifold export --format openai --toolset coding http://127.0.0.1:7391/mcp",
+    ))
+}
+
+/// `manifold export --format FORMAT [--toolset NAME] TARGET`.
+pub async fn export(
+    format: ExportFormat,
+    toolset: Option<&str>,
+    args: &TargetArgs,
+) -> Result<Outcome, CliError> {
+    let narrowed;
+    let args = match toolset {
+        Some(name) => {
+            narrowed = in_toolset(args, name)?;
+            &narrowed
+        }
+        None => args,
+    };
     super::with_session(
         args,
         0,
@@ -108,6 +157,28 @@ pub async fn export(format: ExportFormat, args: &TargetArgs) -> Result<Outcome, 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_toolset_narrows_a_gateway_url_or_its_stdio_command_and_nothing_else() {
+        use clap::Parser;
+        let target = |words: &[&str]| {
+            let mut argv = vec!["manifold", "list", "tools"];
+            argv.extend(words);
+            match crate::args::Cli::try_parse_from(argv).unwrap().command {
+                crate::args::Command::List { target, .. } => target,
+                _ => unreachable!(),
+            }
+        };
+        let url = in_toolset(&target(&["http://127.0.0.1:7391/mcp"]), "coding").unwrap();
+        assert_eq!(url.positional, ["http://127.0.0.1:7391/mcp/coding"]);
+        let stdio = in_toolset(&target(&["--", "/usr/bin/manifold", "stdio"]), "coding").unwrap();
+        assert_eq!(
+            stdio.command,
+            ["/usr/bin/manifold", "stdio", "--toolset", "coding"]
+        );
+        assert!(in_toolset(&target(&["https://api.example.com/other"]), "x").is_err());
+        assert!(in_toolset(&target(&["--", "npx", "server"]), "x").is_err());
+    }
 
     fn tools() -> Vec<Value> {
         vec![
