@@ -1,0 +1,36 @@
+# Why: drives a Manifold gateway (several replicas behind a load balancer, in tests/replicas.rs) with the
+# real Python SDK client (mcp 2.3.0) in the legacy era, one session whose requests the balancer spreads,
+# with an API key; the Rust test owns the scenario and the expectations, this script performs the calls
+# and reports what it saw, one JSON line on stdout.
+#
+# usage: python replica_py_client.py PLAN_JSON
+# PLAN_JSON: {"url": URL, "key": API_KEY, "calls": [{"name", "arguments"}]}
+import json
+import sys
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+
+async def main(plan: dict) -> None:
+    report: dict = {"calls": []}
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {plan['key']}"}, timeout=60)
+    transport = streamable_http_client(plan["url"], http_client=http)
+    async with Client(transport, mode="legacy", cache=None) as client:
+        for call in plan["calls"]:
+            entry: dict = {"name": call["name"]}
+            try:
+                result = await client.call_tool(call["name"], call["arguments"])
+                entry["isError"] = bool(result.is_error)
+                entry["texts"] = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+            except MCPError as e:
+                entry["error"] = {"code": e.code, "message": e.message}
+            report["calls"].append(entry)
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    anyio.run(main, json.loads(sys.argv[1]))
