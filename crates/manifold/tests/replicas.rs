@@ -3,7 +3,9 @@
 //! every request on a connection of its own, so consecutive requests of one client land on
 //! different replicas. A real Python SDK client's legacy session continues across them; a call
 //! held on one replica is approved from the CLI against the shared store and runs; a key revoked
-//! once is refused by every replica.
+//! once is refused by every replica. Under load: a replica killed with SIGKILL fails only the calls
+//! it held, and the session goes on; a rolling restart (SIGTERM, drain, start again, one replica
+//! at a time) fails no call.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -28,7 +30,7 @@ fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-fn config(data: &Path, store: &str) -> String {
+fn config(data: &Path, store: &str, listen: &str) -> String {
     let server = toml_string(
         &peers_dir()
             .unwrap()
@@ -38,7 +40,7 @@ fn config(data: &Path, store: &str) -> String {
     let python = toml_string(&python().unwrap().to_string_lossy());
     format!(
         r#"[gateway]
-listen = "127.0.0.1:0"
+listen = "{listen}"
 data_dir = {data}
 session_key = "{SESSION_KEY}"
 
@@ -73,18 +75,28 @@ struct Replica {
 }
 
 fn replica(dir: &Path, name: &str, store: &str) -> Replica {
+    replica_at(dir, name, store, "127.0.0.1:0")
+}
+
+/// A replica listening on `listen` (a fixed port, so a restarted replica is found again).
+fn replica_at(dir: &Path, name: &str, store: &str, listen: &str) -> Replica {
     let here = dir.join(name);
     std::fs::create_dir_all(&here).unwrap();
     let config = here.join("manifold.toml");
-    std::fs::write(&config, self::config(&here.join("data"), store)).unwrap();
+    std::fs::write(&config, self::config(&here.join("data"), store, listen)).unwrap();
     let mut command = Command::new(MANIFOLD);
     command
         .args(["serve", "--config"])
         .arg(&config)
         .current_dir(&here)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(here.join("serve.log")).unwrap());
+        .stdout(Stdio::piped());
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(here.join("serve.log"))
+        .unwrap();
+    command.stderr(log);
     let mut guard = ChildGuard::spawn(command).unwrap();
     let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
     let mut line = String::new();
@@ -105,16 +117,18 @@ fn replica(dir: &Path, name: &str, store: &str) -> Replica {
     }
 }
 
-/// HAProxy in round robin over `backends`, closing every connection after its request.
+/// HAProxy in round robin over `backends`, closing every connection after its request, checking
+/// each backend every 200 ms, and sending a request a backend refused (connection refused, or a
+/// draining replica's 503, which it answers before doing anything) to another one.
 async fn haproxy(dir: &Path, backends: &[&str]) -> (ChildGuard, u16) {
     let port = free_port().unwrap();
     let servers: String = backends
         .iter()
         .enumerate()
-        .map(|(i, b)| format!("    server r{i} {b}\n"))
+        .map(|(i, b)| format!("    server r{i} {b} check inter 200ms fall 1 rise 1\n"))
         .collect();
     let cfg = format!(
-        "global\n    maxconn 256\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 120s\n    timeout server 120s\n    option httpclose\nfrontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\nbackend replicas\n    balance roundrobin\n{servers}"
+        "global\n    maxconn 256\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 120s\n    timeout server 120s\n    option httpclose\n    option redispatch\n    retries 3\n    retry-on conn-failure 503\nfrontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\nbackend replicas\n    balance roundrobin\n{servers}"
     );
     let path = dir.join("haproxy.cfg");
     std::fs::write(&path, cfg).unwrap();
@@ -301,4 +315,267 @@ async fn two_replicas_behind_haproxy_are_one_gateway() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// A raw legacy session through the balancer (a lean client: the faults below are about what
+/// each call's answer is, which this sees exactly).
+#[derive(Clone)]
+struct Session {
+    http: reqwest::Client,
+    url: String,
+    key: String,
+    id: String,
+}
+
+/// What one request got: its JSON-RPC message, or why there was none.
+async fn answer_of(response: reqwest::Response, id: &Value) -> Result<Value, String> {
+    let status = response.status();
+    let sse = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let text = response
+        .text()
+        .await
+        .map_err(|e| format!("the body broke off: {e}"))?;
+    if !status.is_success() {
+        return Err(format!(
+            "HTTP {status}: {}",
+            text.chars().take(200).collect::<String>()
+        ));
+    }
+    let messages: Vec<Value> = if sse {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect()
+    } else {
+        serde_json::from_str(&text)
+            .map(|v| vec![v])
+            .map_err(|e| format!("{e}: {text}"))?
+    };
+    messages
+        .into_iter()
+        .find(|m| m.get("id") == Some(id))
+        .ok_or_else(|| format!("no answer to {id} in {text}"))
+}
+
+impl Session {
+    async fn open(url: &str, key: &str) -> Session {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "replicas-test", "version": "1"}}});
+        let response = http
+            .post(url)
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init.to_string())
+            .send()
+            .await
+            .unwrap();
+        let id = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        answer_of(response, &json!(0)).await.unwrap();
+        let session = Session {
+            http,
+            url: url.to_owned(),
+            key: key.to_owned(),
+            id,
+        };
+        session
+            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .send()
+            .await
+            .unwrap();
+        session
+    }
+
+    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .header("authorization", format!("Bearer {}", self.key))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string())
+    }
+
+    /// One `py__slow` call: its text, or why it failed.
+    async fn slow_call(&self, n: u64) -> Result<String, String> {
+        let id = json!(n);
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "py__slow", "arguments": {"seconds": 0.3, "steps": 1}}});
+        let response = self
+            .post(&body)
+            .send()
+            .await
+            .map_err(|e| format!("the request failed: {e}"))?;
+        let answer = answer_of(response, &id).await?;
+        match answer["result"]["content"][0]["text"].as_str() {
+            Some(t) if answer["result"]["isError"] != true => Ok(t.to_owned()),
+            _ => Err(format!("{answer}")),
+        }
+    }
+}
+
+/// One call made under load: when it started (since the load began), and what it got.
+struct Made {
+    started: Duration,
+    outcome: Result<String, String>,
+}
+
+/// `workers` loops of sequential calls on one session until `length` has passed.
+async fn load(session: &Session, workers: u64, length: Duration) -> Vec<Made> {
+    let began = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let session = session.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut made = Vec::new();
+            let mut n = 1000 * (w + 1);
+            while began.elapsed() < length {
+                n += 1;
+                let started = began.elapsed();
+                let outcome = tokio::time::timeout(HANG_GUARD, session.slow_call(n))
+                    .await
+                    .unwrap_or_else(|_| Err("the call hung".to_owned()));
+                made.push(Made { started, outcome });
+            }
+            made
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+fn new_key(config: &Path, name: &str) -> String {
+    let made = Command::new(MANIFOLD)
+        .args(["keys", "create", name, "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    String::from_utf8(made.stdout).unwrap().trim().to_owned()
+}
+
+fn failures(made: &[Made]) -> Vec<String> {
+    made.iter()
+        .filter_map(|m| {
+            m.outcome
+                .as_ref()
+                .err()
+                .map(|e| format!("at {:?}: {e}", m.started))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_replica_killed_under_load_fails_only_the_calls_it_held_and_the_session_goes_on() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-kill").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
+    let key = new_key(&dir.path().join("a/manifold.toml"), "loader");
+    let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
+
+    let kill_at = Duration::from_millis(1500);
+    let loaded = tokio::spawn({
+        let session = session.clone();
+        async move { load(&session, 4, Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(kill_at).await;
+    let Replica {
+        _guard: a_guard, ..
+    } = a;
+    a_guard.kill().unwrap();
+    let made = loaded.await.unwrap();
+
+    let failed = failures(&made);
+    // Only calls in flight on the killed replica fail: at most one per worker, all started
+    // before the kill.
+    assert!(
+        failed.len() <= 4,
+        "{} calls failed: {failed:#?}",
+        failed.len()
+    );
+    for m in made.iter().filter(|m| m.outcome.is_err()) {
+        assert!(
+            m.started < kill_at,
+            "a call started after the kill failed: {failed:#?}"
+        );
+    }
+    let after = made
+        .iter()
+        .filter(|m| m.started > kill_at + Duration::from_millis(500))
+        .count();
+    assert!(
+        after >= 4,
+        "the session went on after the kill ({after} calls)"
+    );
+    assert!(made.iter().filter(|m| m.outcome.is_ok()).count() > after);
+    drop(b);
+}
+
+#[tokio::test]
+async fn a_rolling_restart_under_load_fails_no_call() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-rolling").unwrap();
+    let ports = [free_port().unwrap(), free_port().unwrap()];
+    let at = |p: u16| format!("127.0.0.1:{p}");
+    let mut replicas = [
+        Some(replica_at(dir.path(), "a", &store, &at(ports[0]))),
+        Some(replica_at(dir.path(), "b", &store, &at(ports[1]))),
+    ];
+    let (_lb, port) = haproxy(dir.path(), &[&at(ports[0]), &at(ports[1])]).await;
+    let key = new_key(&dir.path().join("a/manifold.toml"), "roller");
+    let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
+    let loaded = tokio::spawn({
+        let session = session.clone();
+        async move { load(&session, 3, Duration::from_secs(12)).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        // SIGTERM: the replica drains (new requests 503, which HAProxy sends elsewhere), then exits.
+        let Some(Replica {
+            _guard: mut guard, ..
+        }) = replicas[i].take()
+        else {
+            unreachable!()
+        };
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(guard.pid()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = guard.child_mut().wait().unwrap();
+        assert!(status.success(), "{name} exited with {status}");
+        replicas[i] = Some(replica_at(dir.path(), name, &store, &at(ports[i])));
+        // Back in the pool once HAProxy's check sees it.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let made = loaded.await.unwrap();
+    let failed = failures(&made);
+    assert!(
+        failed.is_empty(),
+        "{} of {} calls failed: {failed:#?}",
+        failed.len(),
+        made.len()
+    );
+    assert!(made.len() > 20, "only {} calls were made", made.len());
 }
