@@ -5,7 +5,8 @@
 //! held on one replica is approved from the CLI against the shared store and runs; a key revoked
 //! once is refused by every replica. Under load: a replica killed with SIGKILL fails only the calls
 //! it held, and the session goes on; a rolling restart (SIGTERM, drain, start again, one replica
-//! at a time) fails no call.
+//! at a time) fails no call; PostgreSQL stopped and started again fails only calls that needed it,
+//! saying so, and both replicas recover without a restart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -578,4 +579,111 @@ async fn a_rolling_restart_under_load_fails_no_call() {
         made.len()
     );
     assert!(made.len() > 20, "only {} calls were made", made.len());
+}
+
+#[tokio::test]
+async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_replicas_recover() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-pg").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
+    let key = new_key(&dir.path().join("a/manifold.toml"), "steady");
+    let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
+
+    let down_at = Duration::from_secs(1);
+    let up_at = Duration::from_secs(4);
+    let loaded = tokio::spawn({
+        let session = session.clone();
+        async move { load(&session, 2, Duration::from_secs(15)).await }
+    });
+    // A key no replica has seen yet: checking it needs the store.
+    let unseen = new_key(&dir.path().join("a/manifold.toml"), "unseen");
+    tokio::time::sleep(down_at).await;
+    pg.stop().unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let refused = http
+        .post(format!("http://{}/mcp", a.addr))
+        .header("authorization", format!("Bearer {unseen}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        503,
+        "what needs the store is refused, saying why"
+    );
+    let why = refused.text().await.unwrap();
+    assert!(why.contains("cannot read its API keys"), "{why}");
+    tokio::time::sleep(up_at - down_at).await;
+    pg.start_again().unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let recovered = (
+        requests_answered(&http, &a.addr).await,
+        requests_answered(&http, &b.addr).await,
+    );
+    let made = loaded.await.unwrap();
+    let end = (
+        requests_answered(&http, &a.addr).await,
+        requests_answered(&http, &b.addr).await,
+    );
+
+    // The key nobody had seen works once the store is back.
+    let accepted = http
+        .post(format!("http://{}/mcp", a.addr))
+        .header("authorization", format!("Bearer {unseen}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(accepted.status(), 503);
+    assert_ne!(accepted.status(), 401);
+    eprintln!(
+        "{} calls, {} refused while the store was down: {:#?}",
+        made.len(),
+        failures(&made).len(),
+        failures(&made)
+    );
+    // While the store is down, a call either runs (the keys read a moment ago still vouch for
+    // the caller; the audit trail queues its row) or is refused saying the store is unreachable:
+    // nothing hangs, nothing else goes wrong.
+    for m in made.iter().filter(|m| m.outcome.is_err()) {
+        let why = m.outcome.as_ref().unwrap_err();
+        assert!(
+            m.started >= down_at && m.started < up_at + Duration::from_secs(6),
+            "a call failed outside the outage: at {:?}: {why}",
+            m.started
+        );
+        assert!(
+            why.contains("503") || why.contains("unreachable") || why.contains("store"),
+            "a failure that does not name the store: at {:?}: {why}",
+            m.started
+        );
+    }
+    // Both replicas recover without a restart: the last calls all succeed, on both.
+    let late: Vec<&Made> = made
+        .iter()
+        .filter(|m| m.started > up_at + Duration::from_secs(6))
+        .collect();
+    assert!(
+        late.len() >= 4,
+        "only {} calls after the recovery",
+        late.len()
+    );
+    assert!(
+        late.iter().all(|m| m.outcome.is_ok()),
+        "{:#?}",
+        failures(&made)
+    );
+    assert!(
+        end.0 > recovered.0 && end.1 > recovered.1,
+        "both replicas answered calls after the recovery: {recovered:?} -> {end:?}"
+    );
 }
