@@ -622,16 +622,7 @@ async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_repli
     assert!(why.contains("cannot read its API keys"), "{why}");
     tokio::time::sleep(up_at - down_at).await;
     pg.start_again().unwrap();
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let recovered = (
-        requests_answered(&http, &a.addr).await,
-        requests_answered(&http, &b.addr).await,
-    );
     let made = loaded.await.unwrap();
-    let end = (
-        requests_answered(&http, &a.addr).await,
-        requests_answered(&http, &b.addr).await,
-    );
 
     // The key nobody had seen works once the store is back.
     let accepted = http
@@ -682,8 +673,14 @@ async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_repli
         "{:#?}",
         failures(&made)
     );
-    assert!(
-        end.0 > recovered.0 && end.1 > recovered.1,
-        "both replicas answered calls after the recovery: {recovered:?} -> {end:?}"
-    );
+    // Each replica, asked directly, serves a new session's call.
+    for r in [&a, &b] {
+        let direct = Session::open(&format!("http://{}/mcp", r.addr), &key).await;
+        let answered = direct.slow_call(1).await;
+        assert!(
+            answered.is_ok(),
+            "{} after the recovery: {answered:?}",
+            r.addr
+        );
+    }
 }
