@@ -322,6 +322,36 @@ pub enum ToolsetRefusal {
     },
 }
 
+/// The compiled glob sets of a rule's or a set's tools, resources and prompts (`None`: the
+/// list is empty), errors naming `label` and the list.
+type CompiledLists = (Option<GlobSet>, Option<GlobSet>, Option<GlobSet>);
+
+fn compile_lists(
+    label: &str,
+    tools: &[String],
+    resources: &[String],
+    prompts: &[String],
+) -> Result<CompiledLists, PolicyError> {
+    let compile = |list: &'static str, patterns: &[String]| {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        compile_globs(patterns)
+            .map(Some)
+            .map_err(|(pattern, reason)| PolicyError {
+                rule: label.to_owned(),
+                list,
+                pattern,
+                reason,
+            })
+    };
+    Ok((
+        compile("tools", tools)?,
+        compile("resources", resources)?,
+        compile("prompts", prompts)?,
+    ))
+}
+
 /// Compiled rules, and the tool sets.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -334,22 +364,8 @@ impl Policy {
     pub fn compile(specs: Vec<RuleSpec>) -> Result<Policy, PolicyError> {
         let mut rules = Vec::with_capacity(specs.len());
         for spec in specs {
-            let compile = |list: &'static str, patterns: &[String]| {
-                if patterns.is_empty() {
-                    return Ok(None);
-                }
-                compile_globs(patterns)
-                    .map(Some)
-                    .map_err(|(pattern, reason)| PolicyError {
-                        rule: spec.label(),
-                        list,
-                        pattern,
-                        reason,
-                    })
-            };
-            let tools = compile("tools", &spec.tools)?;
-            let resources = compile("resources", &spec.resources)?;
-            let prompts = compile("prompts", &spec.prompts)?;
+            let (tools, resources, prompts) =
+                compile_lists(&spec.label(), &spec.tools, &spec.resources, &spec.prompts)?;
             rules.push(Rule {
                 spec,
                 tools,
@@ -367,22 +383,9 @@ impl Policy {
     pub fn with_toolsets(mut self, specs: Vec<ToolsetSpec>) -> Result<Policy, PolicyError> {
         let mut toolsets = Vec::with_capacity(specs.len());
         for spec in specs {
-            let compile = |list: &'static str, patterns: &[String]| {
-                if patterns.is_empty() {
-                    return Ok(None);
-                }
-                compile_globs(patterns)
-                    .map(Some)
-                    .map_err(|(pattern, reason)| PolicyError {
-                        rule: format!("toolsets.{}", spec.name),
-                        list,
-                        pattern,
-                        reason,
-                    })
-            };
-            let tools = compile("tools", &spec.tools)?;
-            let resources = compile("resources", &spec.resources)?;
-            let prompts = compile("prompts", &spec.prompts)?;
+            let label = format!("toolsets.{}", spec.name);
+            let (tools, resources, prompts) =
+                compile_lists(&label, &spec.tools, &spec.resources, &spec.prompts)?;
             toolsets.push(Toolset {
                 spec,
                 tools,
