@@ -240,3 +240,31 @@ async fn the_dialect_is_absent_unless_turned_on() {
     let (status, _) = rpc(&served.rpc, Some(&key), call(1, "tool/list", json!({}))).await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test]
+async fn a_body_past_the_endpoints_bound_is_refused_unread() {
+    let (_dir, _config, served, key) = setup("metaforge-big", true);
+    // One byte past manifold-server's MAX_BODY_BYTES (16 MiB), the bound /mcp has too.
+    let big = format!("\"{}\"", "x".repeat(16 * 1024 * 1024));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::Client::new()
+        .post(&served.rpc)
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(
+        answer["error"]["data"]["error_type"], "invalid_request",
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_body_bytes"),
+        "{answer}"
+    );
+}

@@ -17,7 +17,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -95,7 +94,23 @@ fn gateway_failure(id: &Value, e: &ErrorObject, extra: Map<String, Value>) -> Re
 }
 
 /// `POST /rpc`.
-pub(crate) async fn endpoint(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+pub(crate) async fn endpoint(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Body,
+) -> Response {
+    // The MCP endpoint's own bound (the router turns axum's default limit off).
+    let limit = state.settings.limits.max_body_bytes;
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        return failure(
+            &Value::Null,
+            -32600,
+            &format!(
+                "the request is larger than {limit} bytes (max_body_bytes), or could not be read"
+            ),
+            "invalid_request",
+            Map::new(),
+        );
+    };
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
