@@ -53,6 +53,9 @@ pub struct GatewaySettings {
     pub approvals: Arc<crate::approval::Approvals>,
     /// Tools Manifold hosts beside the servers' (`hosted.rs`): authored at run time.
     pub hosted: Option<Arc<dyn crate::hosted::HostedTools>>,
+    /// Where replicas share their rate-limit buckets (`shared_limits.rs`); `None`: this
+    /// process counts alone.
+    pub shared_buckets: Option<Arc<dyn crate::shared_limits::SharedBuckets>>,
 }
 
 impl Default for GatewaySettings {
@@ -68,6 +71,7 @@ impl Default for GatewaySettings {
             telemetry: Arc::default(),
             approvals: Arc::default(),
             hosted: None,
+            shared_buckets: None,
         }
     }
 }
@@ -203,6 +207,13 @@ impl Gateway {
             gateway.keep_task(tokio::spawn(tell_hosted_changes(
                 Arc::downgrade(&gateway.inner),
                 hosted.changes(),
+                gateway.inner.shutdown.subscribe(),
+            )));
+        }
+        if let Some(shared) = &gateway.inner.settings.shared_buckets {
+            gateway.keep_task(tokio::spawn(crate::shared_limits::keep_shared(
+                Arc::downgrade(&gateway.inner),
+                Arc::clone(shared),
                 gateway.inner.shutdown.subscribe(),
             )));
         }

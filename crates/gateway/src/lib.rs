@@ -23,6 +23,7 @@ mod result_links;
 pub mod router;
 pub mod server_requests;
 pub mod sessions;
+pub mod shared_limits;
 pub mod tasks;
 pub mod truncate;
 pub mod upstream;

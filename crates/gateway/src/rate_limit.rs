@@ -9,8 +9,9 @@
 //! The maps are bounded ([`MAX_IDENTITY_BUCKETS`], [`MAX_TOOL_BUCKETS`]). When one is full, the
 //! buckets that have refilled completely are dropped first (a full bucket is the same as no
 //! bucket, so nothing is forgiven); if none has, the bucket owing the least time goes, which
-//! forgives as little as possible. Buckets live in this process only: several replicas each
-//! count on their own, and a restart or a reload starts every bucket full.
+//! forgives as little as possible. A restart or a reload starts every bucket full. Replicas that
+//! share a store also share their buckets (`shared_limits.rs`): each bucket counts what it spent
+//! since the last round, and a round adds that to the shared bucket and adopts its state.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -251,6 +252,8 @@ pub fn human_wait(wait: Duration) -> String {
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tat: Instant,
+    /// Refill time this bucket's admissions cost since the last shared round.
+    spent: Duration,
 }
 
 impl Bucket {
@@ -263,6 +266,7 @@ impl Bucket {
             return Err(ahead - tolerance);
         }
         self.tat = tat.checked_add(limit.interval()).unwrap_or(tat);
+        self.spent = self.spent.saturating_add(limit.interval());
         Ok(())
     }
 
@@ -303,7 +307,10 @@ impl Buckets {
         {
             self.map.remove(&least);
         }
-        let mut bucket = Bucket { tat: now };
+        let mut bucket = Bucket {
+            tat: now,
+            spent: Duration::ZERO,
+        };
         let taken = bucket.take(limit, now);
         self.map.insert(key, bucket);
         taken
@@ -312,7 +319,39 @@ impl Buckets {
     fn len(&self) -> usize {
         self.map.len()
     }
+
+    /// What a shared round sends: every bucket that spent since the last round or is still
+    /// refilling (others may have spent on it), with its spend, which starts again from zero.
+    fn spends(&mut self, now: Instant, tag: &str, out: &mut Vec<(String, Duration)>) {
+        for (key, bucket) in &mut self.map {
+            if bucket.spent > Duration::ZERO || !bucket.is_full(now) {
+                out.push((format!("{tag}{key}"), std::mem::take(&mut bucket.spent)));
+            }
+        }
+    }
+
+    /// Takes in the shared state of `key`: its next arrival is `ahead` of `now`, counting this
+    /// bucket's spend up to the round; what it admitted since still comes on top.
+    fn adopt(&mut self, key: &str, ahead: Duration, now: Instant) {
+        if let Some(bucket) = self.map.get_mut(key) {
+            let shared = now.checked_add(ahead.saturating_add(bucket.spent));
+            if let Some(shared) = shared {
+                bucket.tat = bucket.tat.max(shared);
+            }
+        }
+    }
+
+    /// Gives back a spend a failed round could not share, so the next round sends it.
+    fn restore(&mut self, key: &str, spent: Duration) {
+        if let Some(bucket) = self.map.get_mut(key) {
+            bucket.spent = bucket.spent.saturating_add(spent);
+        }
+    }
 }
+
+/// The tags that keep the two maps' keys apart in a shared store.
+const IDENTITY_TAG: &str = "id/";
+const TOOL_TAG: &str = "tool/";
 
 /// The buckets of one gateway.
 #[derive(Debug)]
@@ -383,6 +422,43 @@ impl RateLimiter {
                 limit,
                 retry_after,
             })
+    }
+
+    /// One round's spends of both maps, keyed as the shared store keeps them; each bucket's
+    /// spend starts again from zero.
+    pub(crate) fn take_spends(&self, now: Instant) -> Vec<(String, Duration)> {
+        let mut out = Vec::new();
+        for (map, tag) in [(&self.identities, IDENTITY_TAG), (&self.tools, TOOL_TAG)] {
+            map.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .spends(now, tag, &mut out);
+        }
+        out
+    }
+
+    /// Takes in the shared state of a bucket, keyed as [`RateLimiter::take_spends`] gave it.
+    pub(crate) fn adopt(&self, key: &str, ahead: Duration, now: Instant) {
+        if let Some((map, key)) = self.map_of(key) {
+            map.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .adopt(key, ahead, now);
+        }
+    }
+
+    /// Gives a spend back after a failed round.
+    pub(crate) fn restore(&self, key: &str, spent: Duration) {
+        if let Some((map, key)) = self.map_of(key) {
+            map.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .restore(key, spent);
+        }
+    }
+
+    fn map_of<'k>(&self, key: &'k str) -> Option<(&Mutex<Buckets>, &'k str)> {
+        if let Some(rest) = key.strip_prefix(IDENTITY_TAG) {
+            return Some((&self.identities, rest));
+        }
+        key.strip_prefix(TOOL_TAG).map(|rest| (&self.tools, rest))
     }
 
     /// Buckets held now: (identities, identity-and-tool pairs).

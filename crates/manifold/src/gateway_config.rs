@@ -29,6 +29,8 @@ pub struct Stored {
     pub approvals: Arc<Approvals>,
     /// Tools authored at run time (`manifold_create_tool`), their versions in the store.
     pub authored: Arc<manifold_authored::AuthoredTools>,
+    /// Rate-limit buckets shared with other replicas (a PostgreSQL store only).
+    pub shared_buckets: Option<Arc<dyn manifold_gateway::shared_limits::SharedBuckets>>,
 }
 
 impl Stored {
@@ -44,6 +46,7 @@ impl Stored {
             pins,
             approvals,
             authored,
+            shared_buckets: crate::rate_limit_store::shared_buckets(store),
         })
     }
 }
@@ -151,6 +154,7 @@ pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
         },
         rules,
         rate_limits,
+        shared_buckets: stored.shared_buckets.clone(),
         telemetry: crate::telemetry_setup::telemetry(config),
         ..GatewaySettings::default()
     }

@@ -22,6 +22,7 @@ mod keys;
 mod login;
 mod pin_store;
 mod pins_commands;
+mod rate_limit_store;
 mod registry_import;
 mod report;
 mod serve;

@@ -31,7 +31,8 @@ fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-fn config(data: &Path, store: &str, listen: &str) -> String {
+/// A replica's configuration, with `extra` TOML at its end.
+fn config(data: &Path, store: &str, listen: &str, extra: &str) -> String {
     let server = toml_string(
         &peers_dir()
             .unwrap()
@@ -63,7 +64,7 @@ name = "add-asks-ops"
 effect = "ask"
 tools = ["py__add"]
 approvers = ["identity:ops"]
-"#,
+{extra}"#,
         data = toml_string(&data.to_string_lossy()),
         store = toml_string(store),
     )
@@ -81,10 +82,19 @@ fn replica(dir: &Path, name: &str, store: &str) -> Replica {
 
 /// A replica listening on `listen` (a fixed port, so a restarted replica is found again).
 fn replica_at(dir: &Path, name: &str, store: &str, listen: &str) -> Replica {
+    replica_with(dir, name, store, listen, "")
+}
+
+/// A replica with `extra` configuration.
+fn replica_with(dir: &Path, name: &str, store: &str, listen: &str, extra: &str) -> Replica {
     let here = dir.join(name);
     std::fs::create_dir_all(&here).unwrap();
     let config = here.join("manifold.toml");
-    std::fs::write(&config, self::config(&here.join("data"), store, listen)).unwrap();
+    std::fs::write(
+        &config,
+        self::config(&here.join("data"), store, listen, extra),
+    )
+    .unwrap();
     let mut command = Command::new(MANIFOLD);
     command
         .args(["serve", "--config"])
@@ -380,10 +390,14 @@ impl Session {
             .send()
             .await
             .unwrap();
-        let id = response.headers()["mcp-session-id"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let Some(id) = response.headers().get("mcp-session-id").cloned() else {
+            let status = response.status();
+            panic!(
+                "{url} opened no session: {status} {}",
+                response.text().await.unwrap_or_default()
+            );
+        };
+        let id = id.to_str().unwrap().to_owned();
         answer_of(response, &json!(0)).await.unwrap();
         let session = Session {
             http,
@@ -408,6 +422,14 @@ impl Session {
             .header("mcp-session-id", &self.id)
             .header("mcp-protocol-version", "2025-11-25")
             .body(body.to_string())
+    }
+
+    /// One `tools/call` of `name`: the JSON-RPC answer.
+    async fn call(&self, n: u64, name: &str, arguments: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}});
+        let response = self.post(&body).send().await.unwrap();
+        answer_of(response, &json!(n)).await.unwrap()
     }
 
     /// One `py__slow` call: its text, or why it failed.
@@ -683,4 +705,85 @@ async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_repli
             r.addr
         );
     }
+}
+
+/// Whether an answer is the refusal of a rate limit (-32006 naming `rate_limits.tools[0]`).
+fn rate_limited(answer: &Value) -> bool {
+    answer["error"]["code"] == -32006
+        && answer["error"]["data"]["limit"] == "rate_limits.tools[0]"
+        && answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("4 calls of \"py__echo\" per minute"))
+}
+
+/// A rate limit counts every replica's calls: what one replica spent, the other refuses (after a
+/// sharing round), and calls racing on both replicas stay within the documented error.
+#[tokio::test]
+async fn a_rate_limit_is_shared_by_the_replicas() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-rate-limits").unwrap();
+    let limit = "\n[[rate_limits.tools]]\nmatch = [\"py__echo\"]\nrate = \"4/minute\"\n";
+    let a = replica_with(dir.path(), "a", &store, "127.0.0.1:0", limit);
+    let b = replica_with(dir.path(), "b", &store, "127.0.0.1:0", limit);
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let on_a = Session::open(&format!("http://{}/mcp", a.addr), &key).await;
+    let on_b = Session::open(&format!("http://{}/mcp", b.addr), &key).await;
+    let echo = |n: u64, on: &Session| {
+        let on = on.clone();
+        async move {
+            on.call(n, "py__echo", json!({"message": format!("m{n}")}))
+                .await
+        }
+    };
+    // b has called once (as a replica in service would have), then a spends the rest.
+    let first = echo(1, &on_b).await;
+    assert!(
+        first["result"]["isError"] != true && first.get("error").is_none(),
+        "{first}"
+    );
+    for n in 2..=4 {
+        let answer = echo(n, &on_a).await;
+        assert!(answer.get("error").is_none(), "call {n} on a: {answer}");
+    }
+    // Four sharing rounds later, b knows: the fifth call is refused wherever it lands.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let refused_b = echo(5, &on_b).await;
+    assert!(
+        rate_limited(&refused_b),
+        "b admitted a fifth call: {refused_b}"
+    );
+    let refused_a = echo(6, &on_a).await;
+    assert!(
+        rate_limited(&refused_a),
+        "a admitted a fifth call: {refused_a}"
+    );
+
+    // Bob races on both replicas at once, 10 calls each, faster than a round: the stated error
+    // is (replicas - 1) x burst above the limit, so at most 8 of the 20 pass, and at least 4.
+    let bob = new_key(&dir.path().join("a/manifold.toml"), "bob");
+    let bob_a = Session::open(&format!("http://{}/mcp", a.addr), &bob).await;
+    let bob_b = Session::open(&format!("http://{}/mcp", b.addr), &bob).await;
+    let mut racing = Vec::new();
+    for n in 0..10 {
+        racing.push(tokio::spawn(echo(100 + n, &bob_a)));
+        racing.push(tokio::spawn(echo(200 + n, &bob_b)));
+    }
+    let mut passed = 0;
+    for r in racing {
+        let answer = r.await.unwrap();
+        if answer.get("error").is_none() {
+            passed += 1;
+        } else {
+            assert!(rate_limited(&answer), "{answer}");
+        }
+    }
+    assert!(
+        (4..=8).contains(&passed),
+        "{passed} of 20 racing calls passed"
+    );
+    // Once shared, the excess is owed: neither replica admits bob now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(rate_limited(&echo(300, &bob_a).await));
+    assert!(rate_limited(&echo(301, &bob_b).await));
 }

@@ -1,7 +1,7 @@
 //! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
 //! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
 //! backend and a typed repository per concern (API keys, audit trail, OAuth tokens, tool pins,
-//! approvals, authored tools).
+//! approvals, authored tools, shared rate-limit buckets).
 
 mod api_keys;
 mod approvals;
@@ -12,6 +12,7 @@ mod location;
 mod oauth_tokens;
 mod pins;
 mod process_lock;
+mod rate_limit_buckets;
 mod schema;
 mod store;
 pub mod timestamps;
@@ -44,6 +45,9 @@ pub use pins::{
     PinSnapshot, PinWriteRecord, ToolPins,
 };
 pub use process_lock::MAX_PID_TEXT;
+pub use rate_limit_buckets::{
+    BucketSpend, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND, RateLimitBuckets,
+};
 pub use schema::{MIGRATIONS_TABLE, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, latest_version};
 pub use store::{
     ACQUIRE_TIMEOUT, POSTGRES_CONNECTIONS, SQLITE_BUSY_TIMEOUT, SQLITE_READERS, Store, migrator_for,

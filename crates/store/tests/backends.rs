@@ -7,12 +7,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use manifold_store::{
-    AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, ChainBreak,
-    MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN,
-    MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES,
-    MAX_LEDGER_ARGUMENTS_BYTES, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN,
-    PinChangeRecord, PinRecord, PinSnapshot, PinWriteRecord, Store, StoreError, StoreLocation,
-    TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256, latest_version, migrator_for,
+    AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, BucketSpend,
+    ChainBreak, MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN,
+    MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE,
+    MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND, MAX_LEDGER_ARGUMENTS_BYTES,
+    MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord, PinRecord,
+    PinSnapshot, PinWriteRecord, Store, StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey,
+    VerifyReport, audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -431,12 +432,77 @@ on_both_backends!(
     newer_schema_is_refused,
     concurrent_writes_all_land,
     api_keys_keep_grants_and_one_active_name,
+    rate_limit_buckets_add_every_spend_and_say_how_far_ahead,
     audit_batches_chain_and_verify,
     audit_tampering_names_the_first_broken_row,
     audit_prune_keeps_an_anchor_the_rest_chains_on,
     audit_search_and_page_order,
     audit_bounds_are_refused,
 );
+
+/// Spends from every round (every replica) add up in one bucket, a refilled bucket starts from
+/// now, the answer says how far ahead each bucket is, and bad rounds are refused whole.
+async fn rate_limit_buckets_add_every_spend_and_say_how_far_ahead(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let buckets = store.rate_limit_buckets();
+    let spend = |key: &str, spent_us: i64| BucketSpend {
+        key: key.to_owned(),
+        spent_us,
+    };
+    const SECOND: i64 = 1_000_000;
+    // Generous for a slow machine: the round trips between two answers take less than this.
+    const SLACK: i64 = SECOND / 2;
+    let first = buckets.share(&[spend("i:alice", SECOND)]).await.unwrap();
+    assert!((SECOND - SLACK..=SECOND).contains(&first[0]), "{first:?}");
+    // A second replica's round: alice's bucket now holds both spends; bob's is new and full.
+    let second = buckets
+        .share(&[spend("i:bob", 0), spend("i:alice", SECOND / 2)])
+        .await
+        .unwrap();
+    assert!(
+        (SECOND + SECOND / 2 - SLACK..=SECOND + SECOND / 2).contains(&second[1]),
+        "{second:?}"
+    );
+    assert!((-SLACK..=0).contains(&second[0]), "{second:?}");
+    // Reading without spending changes nothing.
+    let read = buckets.share(&[spend("i:alice", 0)]).await.unwrap();
+    assert!(read[0] <= second[1] && read[0] > SECOND, "{read:?}");
+    // A bucket that refilled long ago starts again from now, not from its old debt.
+    let old = buckets.share(&[spend("i:carol", 1)]).await.unwrap();
+    assert!(old[0] <= 1, "{old:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let again = buckets.share(&[spend("i:carol", SECOND)]).await.unwrap();
+    assert!((SECOND - SLACK..=SECOND).contains(&again[0]), "{again:?}");
+    // Prune forgets full buckets (bob) and keeps those still owing (alice, carol).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(buckets.prune(0).await.unwrap(), 1);
+    let kept = buckets
+        .share(&[spend("i:alice", 0), spend("i:bob", 0)])
+        .await
+        .unwrap();
+    assert!(kept[0] > SECOND / 2 && kept[1] <= 0, "{kept:?}");
+    // Bad rounds: nothing of them is applied.
+    for (bad, field) in [
+        (vec![spend("", 1)], "key"),
+        (vec![spend("tool/a\0b", 1)], "key"),
+        (vec![spend(&"k".repeat(MAX_BUCKET_KEY_LEN + 1), 1)], "key"),
+        (vec![spend("i:alice", -1)], "spent_us"),
+        (
+            (0..=MAX_BUCKETS_PER_ROUND)
+                .map(|i| spend(&format!("k{i}"), 0))
+                .collect(),
+            "keys",
+        ),
+    ] {
+        let refused = buckets.share(&bad).await.unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Invalid { field: f, .. } if f == field),
+            "{refused}"
+        );
+    }
+    assert_eq!(buckets.share(&[]).await.unwrap(), Vec::<i64>::new());
+    store.close().await;
+}
 
 /// A short command (`manifold keys`) writes beside a gateway holding the SQLite store, and the
 /// gateway reads what it wrote; a second full open is still refused.
