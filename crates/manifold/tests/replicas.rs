@@ -432,7 +432,8 @@ impl Session {
         answer_of(response, &json!(n)).await.unwrap()
     }
 
-    /// One `py__slow` call: its text, or why it failed.
+    /// One `py__slow` call: the call id Manifold gave it (`io.manifold/callId`), or why it
+    /// failed.
     async fn slow_call(&self, n: u64) -> Result<String, String> {
         let id = json!(n);
         let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
@@ -443,8 +444,8 @@ impl Session {
             .await
             .map_err(|e| format!("the request failed: {e}"))?;
         let answer = answer_of(response, &id).await?;
-        match answer["result"]["content"][0]["text"].as_str() {
-            Some(t) if answer["result"]["isError"] != true => Ok(t.to_owned()),
+        match answer["result"]["_meta"]["io.manifold/callId"].as_str() {
+            Some(id) if answer["result"]["isError"] != true => Ok(id.to_owned()),
             _ => Err(format!("{answer}")),
         }
     }
@@ -786,4 +787,74 @@ async fn a_rate_limit_is_shared_by_the_replicas() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(rate_limited(&echo(300, &bob_a).await));
     assert!(rate_limited(&echo(301, &bob_b).await));
+}
+
+/// In `required` mode a replica killed under load loses no row of a call whose answer reached
+/// the client, and writes none twice: every answered call's id is on the trail exactly once, the
+/// one chain both replicas append to still verifies, and the killed replica's unanswered calls
+/// leave at most a row each (written before the kill; their answers never left).
+#[tokio::test]
+async fn in_required_mode_a_killed_replica_loses_no_answered_calls_row_and_doubles_none() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-audit-kill").unwrap();
+    let required = "\n[audit]\nmode = \"required\"\n";
+    let a = replica_with(dir.path(), "a", &store, "127.0.0.1:0", required);
+    let b = replica_with(dir.path(), "b", &store, "127.0.0.1:0", required);
+    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
+    let config_b = dir.path().join("b/manifold.toml");
+    let key = new_key(&config_b, "loader");
+    let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
+
+    let kill_at = Duration::from_millis(1500);
+    let loaded = tokio::spawn({
+        let session = session.clone();
+        async move { load(&session, 4, Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(kill_at).await;
+    let Replica {
+        _guard: a_guard, ..
+    } = a;
+    a_guard.kill().unwrap();
+    let made = loaded.await.unwrap();
+    let answered: Vec<&String> = made
+        .iter()
+        .filter_map(|m| m.outcome.as_ref().ok())
+        .collect();
+    let failed = failures(&made);
+    assert!(answered.len() > 8, "too few calls to judge: {failed:#?}");
+    assert!(failed.len() <= 4, "{failed:#?}");
+
+    // Let b's writer commit what it queued, then read the whole trail as an operator would.
+    drop(b);
+    let (ok, verified) = cli(&config_b, &["audit", "verify"]);
+    assert!(ok, "{verified}");
+    let (ok, exported) = cli(&config_b, &["audit", "export", "--jsonl"]);
+    assert!(ok, "{exported}");
+    let mut rows_per_call: std::collections::HashMap<String, usize> = Default::default();
+    for line in exported.lines().filter(|l| l.starts_with('{')) {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let record: Value = serde_json::from_str(row["record_json"].as_str().unwrap()).unwrap();
+        if record["target"] == "slow" {
+            let id = record["call_id"].as_str().unwrap().to_owned();
+            *rows_per_call.entry(id).or_default() += 1;
+        }
+    }
+    for id in &answered {
+        assert_eq!(
+            rows_per_call.get(id.as_str()),
+            Some(&1),
+            "answered call {id} has {:?} rows",
+            rows_per_call.get(id.as_str())
+        );
+    }
+    let doubled: Vec<_> = rows_per_call.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "rows written twice: {doubled:?}");
+    // Rows without an answer: calls the kill cut off after their row was durable.
+    let unanswered = rows_per_call.len() - answered.len();
+    assert!(
+        unanswered <= failed.len(),
+        "{unanswered} rows of unanswered calls, {} failed",
+        failed.len()
+    );
 }
