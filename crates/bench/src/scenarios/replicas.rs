@@ -113,12 +113,15 @@ const GATEWAYS: [(&str, Setup); 6] = [
 const BASELINE: usize = 0;
 const STORE: usize = 1;
 const AUDIT: usize = 2;
-const REPLICAS: [usize; 3] = [3, 4, 5];
+/// The replica the one-replica lanes use (direct and through HAProxy): one process for both, so
+/// the two differ only in the route.
+const R0: usize = 3;
+const REPLICAS: [usize; 3] = [R0, 4, 5];
 
 /// HAProxy's frontends: a name and the gateways (indexes into [`GATEWAYS`]) it balances over.
 const FRONTENDS: [(&str, &[usize]); 3] = [
     ("baseline", &[BASELINE]),
-    ("one", &[3]),
+    ("one", &[R0]),
     ("three", &REPLICAS),
 ];
 
@@ -174,7 +177,7 @@ impl LaneId {
     /// The gateways the lane's calls reach.
     fn gateways(self) -> &'static [usize] {
         match self {
-            LaneId::OneReplica | LaneId::ReplicaDirect => &[3],
+            LaneId::OneReplica | LaneId::ReplicaDirect => &[R0],
             LaneId::ThreeReplicas => &REPLICAS,
             LaneId::BaselineHaproxy | LaneId::BaselineDirect => &[BASELINE],
             LaneId::StoreDirect => &[STORE],
