@@ -292,7 +292,19 @@ impl Launcher {
         data_dir: &Path,
         extra: &str,
     ) -> Result<ChildProcess, String> {
-        let config = self.write_manifold_config(upstream, http_url, data_dir, extra)?;
+        self.spawn_manifold_in(upstream, http_url, data_dir, "", extra)
+    }
+
+    fn spawn_manifold_in(
+        &self,
+        upstream: Upstream,
+        http_url: Option<&str>,
+        data_dir: &Path,
+        gateway_extra: &str,
+        extra: &str,
+    ) -> Result<ChildProcess, String> {
+        let config =
+            self.write_manifold_config_in(upstream, http_url, data_dir, gateway_extra, extra)?;
         let log = config.with_extension("log");
         ChildProcess::spawn(
             "manifold serve",
@@ -312,9 +324,22 @@ impl Launcher {
         data_dir: &Path,
         extra: &str,
     ) -> Result<PathBuf, String> {
+        self.write_manifold_config_in(upstream, http_url, data_dir, "", extra)
+    }
+
+    /// `write_manifold_config` with `gateway_extra` (lines of `key = value`) inside the
+    /// `[gateway]` table, which `extra` cannot reopen: TOML allows a table only once.
+    fn write_manifold_config_in(
+        &self,
+        upstream: Upstream,
+        http_url: Option<&str>,
+        data_dir: &Path,
+        gateway_extra: &str,
+        extra: &str,
+    ) -> Result<PathBuf, String> {
         let config = self.next_file("manifold", "toml");
         let mut text = format!(
-            "# Written by manifold-bench for one run.\n[gateway]\ndata_dir = {}\n",
+            "# Written by manifold-bench for one run.\n[gateway]\ndata_dir = {}\n{gateway_extra}",
             toml_string(&data_dir.to_string_lossy())
         );
         if self.manifold_call_log_setting {
@@ -350,7 +375,7 @@ impl Launcher {
     }
 
     async fn manifold(&self, upstream: Upstream) -> Result<Contender, String> {
-        self.manifold_with(upstream, &self.workdir.join("manifold-data"), "")
+        self.manifold_with(upstream, &self.workdir.join("manifold-data"), "", "")
             .await
     }
 
@@ -361,7 +386,20 @@ impl Launcher {
         data_dir: &Path,
         extra: &str,
     ) -> Result<Contender, String> {
-        self.manifold_with(Upstream::Stdio, data_dir, extra).await
+        self.manifold_with(Upstream::Stdio, data_dir, "", extra)
+            .await
+    }
+
+    /// `start_manifold_with` with `gateway_extra` inside `[gateway]` (the replicas scenario's
+    /// shared `session_key`).
+    pub async fn start_manifold_in(
+        &self,
+        data_dir: &Path,
+        gateway_extra: &str,
+        extra: &str,
+    ) -> Result<Contender, String> {
+        self.manifold_with(Upstream::Stdio, data_dir, gateway_extra, extra)
+            .await
     }
 
     /// Whether this manifold has an audit trail (`[audit]`) to measure.
@@ -373,6 +411,7 @@ impl Launcher {
         &self,
         upstream: Upstream,
         data_dir: &Path,
+        gateway_extra: &str,
         extra: &str,
     ) -> Result<Contender, String> {
         let (upstream_process, url) = match upstream {
@@ -382,7 +421,8 @@ impl Launcher {
             }
             _ => (None, None),
         };
-        let mut gateway = self.spawn_manifold_with(upstream, url.as_deref(), data_dir, extra)?;
+        let mut gateway =
+            self.spawn_manifold_in(upstream, url.as_deref(), data_dir, gateway_extra, extra)?;
         let url = gateway.first_stdout_line(START_HANG_GUARD).await?;
         let endpoint = Endpoint::parse(&url).map_err(|e| e.to_string())?;
         Ok(Contender {

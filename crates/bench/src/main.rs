@@ -7,6 +7,7 @@
 mod child_process;
 mod client;
 mod contenders;
+mod haproxy;
 mod load;
 mod machine;
 mod process_metrics;

@@ -53,6 +53,28 @@ pub fn tree_cpu_ticks(pid: u32) -> Option<u64> {
     )
 }
 
+/// CPU time every process on the machine used (all CPUs, idle and iowait excluded), in clock
+/// ticks: what a whole stack of processes (client, proxy, gateways, store) costs together.
+pub fn machine_busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    busy_ticks(text.lines().next()?)
+}
+
+/// The busy ticks of `/proc/stat`'s `cpu` line: user, nice, system, irq, softirq, steal (guest
+/// time is already inside user and nice).
+fn busy_ticks(line: &str) -> Option<u64> {
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let values: Vec<u64> = fields.map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal ...
+    [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|i| values.get(*i).copied())
+        .sum()
+}
+
 /// Resident memory of `pid` in bytes (VmRSS).
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -164,6 +186,14 @@ mod tests {
         assert_eq!(fields[1], "1");
         assert_eq!(fields[11], "7");
         assert_eq!(fields[12], "3");
+    }
+
+    #[test]
+    fn machine_busy_time_leaves_idle_and_iowait_out() {
+        let line = "cpu  10 1 5 1000 50 2 3 4 0 0";
+        assert_eq!(busy_ticks(line), Some(10 + 1 + 5 + 2 + 3 + 4));
+        assert_eq!(busy_ticks("cpu0 1 2 3 4 5 6 7 8"), None);
+        assert!(machine_busy_ticks().is_some());
     }
 
     #[test]

@@ -16,7 +16,8 @@ use crate::report::{Report, ScenarioReport, Status};
 use crate::scenarios::latency::Case;
 use crate::scenarios::{
     ALL_SCENARIOS, Fleet, Plan, SMALL_MESSAGE, ScenarioId, audit, authored, callgrind, coldstart,
-    cpu, default_scenario, fanout, large_message, latency, memory, sandbox, targets, throughput,
+    cpu, default_scenario, fanout, large_message, latency, memory, replicas, sandbox, targets,
+    throughput,
 };
 use crate::setup;
 
@@ -332,6 +333,22 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
             ));
             s
         }
+        ScenarioId::Replicas => {
+            let mut s = ScenarioReport::new(
+                "replicas",
+                format!(
+                    "12. Replicas: Manifold (gateway -> stdio echo) on one PostgreSQL, 1 and 3 replicas behind HAProxy, and the shared features' cost on one replica, at {:?} clients, lanes alternating round by round",
+                    replicas::LEVELS
+                ),
+                replicas::columns(),
+            );
+            s.notes.push(format!(
+                "lanes: baseline = SQLite store, audit off, no rate limits, no rules, no session key; +pg store = PostgreSQL store and a shared session_key, audit off; +audit = and the audit trail on it, best effort; replica = and [rate_limits] per_identity and per_tool of 1,000,000/s (never refusing) and an ask rule covering a tool nobody calls: 1 replica and 3 replicas are such replicas (r0; r0, r1, r2), the 1-replica lanes the same process. direct = the client talks to the gateway; haproxy = through one HAProxy. calls/s = median of the {} rounds' calls/s; vs = the lane compared with and the change in %; gw cpu = user+system time of the lane's gateway processes (their echo children excluded) / timed calls, clock ticks of {:.0} ms; gw calls/s per core = 1e6 / gw cpu, what one gateway would serve with a core to itself and nothing else short; haproxy, pg (the PostgreSQL server's process tree), client (the benchmark process) and machine (every CPU's busy time, /proc/stat, other users of the machine included) the same way",
+                plan.timed_rounds,
+                1000.0 / crate::process_metrics::clock_ticks_per_second() as f64
+            ));
+            s
+        }
         ScenarioId::Callgrind => {
             let mut s = ScenarioReport::new(
                 "callgrind",
@@ -494,6 +511,13 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
         });
         run_manifold_only(ScenarioId::Authored, &plan, &mut reports, measured).await;
     }
+    if wants(ScenarioId::Replicas) {
+        let labels = replicas::case_labels().into_iter();
+        let measured = manifold_only(manifold_runs, labels, || {
+            replicas::measure(&launcher, &plan)
+        });
+        run_manifold_only(ScenarioId::Replicas, &plan, &mut reports, measured).await;
+    }
     if wants(ScenarioId::Callgrind) {
         let labels = callgrind::VARIANTS.iter().map(|v| v.label());
         let measured = manifold_only(manifold_runs, labels, || callgrind::measure(&launcher));
@@ -538,7 +562,7 @@ pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
 /// `--contenders`, one "not applicable" row per variant (named by `labels`).
 async fn manifold_only<F, Fut>(
     manifold_runs: bool,
-    labels: impl Iterator<Item = &'static str>,
+    labels: impl Iterator<Item = impl Into<String>>,
     measure: F,
 ) -> (Vec<crate::report::Row>, Vec<String>)
 where

@@ -119,15 +119,15 @@ pub fn columns() -> Vec<Column> {
 
 /// What the trail reported on `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct TrailCounts {
-    written: f64,
-    dropped: f64,
-    batches: f64,
-    queued: f64,
+pub struct TrailCounts {
+    pub written: f64,
+    pub dropped: f64,
+    pub batches: f64,
+    pub queued: f64,
 }
 
 /// The value of the sample named exactly `key` (name and labels) in Prometheus text.
-fn sample(text: &str, key: &str) -> Option<f64> {
+pub fn sample(text: &str, key: &str) -> Option<f64> {
     text.lines().find_map(|line| {
         let value = line.strip_prefix(key)?.strip_prefix(' ')?;
         value.split_whitespace().next()?.parse().ok()
@@ -143,7 +143,7 @@ fn trail_counts(text: &str) -> Option<TrailCounts> {
     })
 }
 
-async fn read_metrics(endpoint: &Endpoint) -> Result<String, String> {
+pub async fn read_metrics(endpoint: &Endpoint) -> Result<String, String> {
     let metrics = endpoint.with_path("/metrics");
     let mut connection = Connection::open(&metrics)
         .await
@@ -163,7 +163,7 @@ async fn read_metrics(endpoint: &Endpoint) -> Result<String, String> {
 }
 
 /// The trail's counts once its queue is empty (or after [`DRAIN_GUARD`], flagged).
-async fn drained_counts(endpoint: &Endpoint) -> Result<(TrailCounts, bool), String> {
+pub async fn drained_counts(endpoint: &Endpoint) -> Result<(TrailCounts, bool), String> {
     let started = Instant::now();
     loop {
         let text = read_metrics(endpoint).await?;
@@ -221,7 +221,7 @@ fn failed(variant: Variant, why: impl Into<String>) -> Row {
 }
 
 /// Starts the throwaway PostgreSQL in `dir` (blocking work, off the runtime's workers).
-async fn start_postgres(dir: &Path) -> Result<ThrowawayPostgres, String> {
+pub async fn start_postgres(dir: &Path) -> Result<ThrowawayPostgres, String> {
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || ThrowawayPostgres::start(&dir))
         .await
@@ -229,7 +229,7 @@ async fn start_postgres(dir: &Path) -> Result<ThrowawayPostgres, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn stop_postgres(postgres: Option<ThrowawayPostgres>) {
+pub async fn stop_postgres(postgres: Option<ThrowawayPostgres>) {
     if let Some(mut postgres) = postgres {
         let _ = tokio::task::spawn_blocking(move || postgres.stop()).await;
     }

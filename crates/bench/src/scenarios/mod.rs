@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod fanout;
 pub mod latency;
 pub mod memory;
+pub mod replicas;
 pub mod sandbox;
 pub mod targets;
 pub mod throughput;
@@ -41,6 +42,14 @@ pub enum ScenarioId {
     Sandbox,
     /// 11. Authored tools (sh, python) against a server tool: latency and CPU per call.
     Authored,
+    /// 12. One and three replicas behind HAProxy, and the shared features' cost (`--only` only).
+    ///
+    /// The replicas share one PostgreSQL; the features (store, audit, rate limits, an ask rule)
+    /// are measured on one replica against a single gateway without PostgreSQL.
+    ///
+    /// Not in a default run: it needs HAProxy, and its figures are about deployment, not about
+    /// Manifold against the other gateways.
+    Replicas,
     /// 10. Instructions per forwarded call under callgrind, trail off and on (`--only` only).
     ///
     /// Not in a default run: it needs valgrind and runs the gateway tens of times slower.
@@ -48,7 +57,7 @@ pub enum ScenarioId {
 }
 
 /// Every scenario, in report order.
-pub const ALL_SCENARIOS: [ScenarioId; 11] = [
+pub const ALL_SCENARIOS: [ScenarioId; 12] = [
     ScenarioId::Latency,
     ScenarioId::Throughput,
     ScenarioId::Cpu,
@@ -59,12 +68,13 @@ pub const ALL_SCENARIOS: [ScenarioId; 11] = [
     ScenarioId::Audit,
     ScenarioId::Sandbox,
     ScenarioId::Authored,
+    ScenarioId::Replicas,
     ScenarioId::Callgrind,
 ];
 
 /// What a run without `--only` measures: every scenario but those that need an extra tool.
 pub fn default_scenario(id: ScenarioId) -> bool {
-    id != ScenarioId::Callgrind
+    !matches!(id, ScenarioId::Callgrind | ScenarioId::Replicas)
 }
 
 /// The small payload: a short message.
@@ -237,6 +247,8 @@ mod tests {
     fn callgrind_runs_only_when_asked_for() {
         assert!(ALL_SCENARIOS.contains(&ScenarioId::Callgrind));
         assert!(!default_scenario(ScenarioId::Callgrind));
+        assert!(ALL_SCENARIOS.contains(&ScenarioId::Replicas));
+        assert!(!default_scenario(ScenarioId::Replicas));
         assert!(default_scenario(ScenarioId::Sandbox));
     }
 
