@@ -24,6 +24,7 @@ mod pin_store;
 mod pins_commands;
 mod rate_limit_store;
 mod registry_import;
+mod relay_store;
 mod report;
 mod serve;
 mod telemetry_setup;

@@ -138,6 +138,12 @@ pub async fn serve(
         },
     );
     settings.auth = auth;
+    let relay = crate::relay_store::start(&store).await;
+    let (relay, relay_pump) = match relay {
+        Some((relay, pump)) => (Some(relay), Some(pump)),
+        None => (None, None),
+    };
+    settings.relay = relay;
     let dashboard_on = settings.operator_ui.is_some();
     let server = Server::bind(settings, gateway.clone()).await.map_err(|e| {
         CliError::with_hint(
@@ -196,6 +202,9 @@ pub async fn serve(
     let outcome = lifecycle::run(running, signals).await;
     if let Some(trail) = trail {
         trail.stop().await;
+    }
+    if let Some(pump) = relay_pump {
+        pump.stop().await;
     }
     crate::key_store::close(store).await;
     outcome

@@ -374,13 +374,18 @@ async fn answer_of(response: reqwest::Response, id: &Value) -> Result<Value, Str
 
 impl Session {
     async fn open(url: &str, key: &str) -> Session {
+        Session::open_declaring(url, key, json!({})).await
+    }
+
+    /// A session whose client declares `capabilities` (elicitation, sampling, roots).
+    async fn open_declaring(url: &str, key: &str, capabilities: Value) -> Session {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .build()
             .unwrap();
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "replicas-test", "version": "1"}}});
+            "protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "replicas-test", "version": "1"}}});
         let response = http
             .post(url)
             .header("authorization", format!("Bearer {key}"))
@@ -422,6 +427,14 @@ impl Session {
             .header("mcp-session-id", &self.id)
             .header("mcp-protocol-version", "2025-11-25")
             .body(body.to_string())
+    }
+
+    /// The same session, its requests sent to `url` (another replica).
+    fn at(&self, url: &str) -> Session {
+        Session {
+            url: url.to_owned(),
+            ..self.clone()
+        }
     }
 
     /// One `tools/call` of `name`: the JSON-RPC answer.
@@ -856,5 +869,214 @@ async fn in_required_mode_a_killed_replica_loses_no_answered_calls_row_and_doubl
         unanswered <= failed.len(),
         "{unanswered} rows of unanswered calls, {} failed",
         failed.len()
+    );
+}
+
+/// An SSE reply read as it arrives: one JSON-RPC message at a time.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                if let Ok(message) = serde_json::from_str(&data) {
+                    return Some(message);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(HANG_GUARD, self.response.chunk())
+                .await
+                .expect("the stream went silent")
+                .ok()??;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Reads until a message `wanted` accepts.
+    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        while let Some(m) = self.next().await {
+            if wanted(&m) {
+                return m;
+            }
+        }
+        panic!("the stream ended first");
+    }
+}
+
+/// A call whose reply streams from one replica, asking the client a question mid-call.
+async fn call_streaming(on: &Session, id: u64, tool: &str, arguments: Value) -> Events {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    let response = on
+        .post(&body)
+        .header("accept", "text/event-stream, application/json")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    Events {
+        response,
+        buffer: String::new(),
+    }
+}
+
+/// A question an upstream asks mid-call reaches the client on the replica holding the call, and
+/// the client's answer, sent to the other replica, reaches the holder; so does a cancellation,
+/// which withdraws the question. Each request goes to the replica the test chooses.
+#[tokio::test]
+async fn an_answer_or_a_cancellation_sent_to_another_replica_reaches_the_call() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-relay").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let (url_a, url_b) = (
+        format!("http://{}/mcp", a.addr),
+        format!("http://{}/mcp", b.addr),
+    );
+    let on_a = Session::open_declaring(&url_a, &key, json!({"elicitation": {"form": {}}})).await;
+    let on_b = on_a.at(&url_b);
+
+    let mut reply = call_streaming(&on_a, 7, "py__ask_name", json!({})).await;
+    let question = reply.until(|m| m["method"] == "elicitation/create").await;
+    let asked = question["id"].as_str().unwrap().to_owned();
+    assert!(asked.starts_with("mf-"), "{question}");
+    let answer = json!({"jsonrpc": "2.0", "id": asked,
+        "result": {"action": "accept", "content": {"name": "Ada"}}});
+    let relayed = on_b.post(&answer).send().await.unwrap();
+    assert_eq!(relayed.status(), 202);
+    let result = reply.until(|m| m["id"] == 7).await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "Hello, Ada!",
+        "{result}"
+    );
+
+    // A cancellation sent to b ends the call held by a and withdraws its open question.
+    let mut reply = call_streaming(&on_a, 8, "py__ask_name", json!({})).await;
+    let question = reply.until(|m| m["method"] == "elicitation/create").await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 8, "reason": "changed my mind"}});
+    assert_eq!(on_b.post(&cancel).send().await.unwrap().status(), 202);
+    let withdrawn = reply
+        .until(|m| m["method"] == "notifications/cancelled")
+        .await;
+    assert_eq!(
+        withdrawn["params"]["requestId"], question["id"],
+        "{withdrawn}"
+    );
+    // The session goes on, on either replica.
+    let echoed = on_b
+        .call(9, "py__echo", json!({"message": "still here"}))
+        .await;
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "still here",
+        "{echoed}"
+    );
+}
+
+/// The Python SDK client, whose every request HAProxy sends to the next replica, gets its
+/// elicitation, sampling and roots questions answered through two replicas, call after call.
+#[tokio::test]
+async fn questions_asked_mid_call_are_answered_through_a_round_robin_balancer() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-questions").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let calls: Vec<Value> = (0..3)
+        .flat_map(|i| {
+            [
+                json!({"name": "py__ask_name", "arguments": {}}),
+                json!({"name": "py__summarize", "arguments": {"text": format!("t{i}")}}),
+                json!({"name": "py__list_roots", "arguments": {}}),
+            ]
+        })
+        .collect();
+    let report = report_of(python_client(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        &key,
+        json!(calls),
+    ));
+    let texts: Vec<String> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert!(c.get("error").is_none() && c["isError"] == false, "{c}");
+            c["texts"][0].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for chunk in texts.chunks(3) {
+        assert_eq!(
+            chunk,
+            ["Hello, Ada!", "a short summary", "file:///srv/project"]
+        );
+    }
+}
+
+/// A legacy client's GET stream, opened on one replica, resumes on another with the event id it
+/// last saw: the new stream first says every list may have changed (the other replica's events
+/// are not here), then carries what comes next.
+#[tokio::test]
+async fn a_get_stream_resumes_on_another_replica_telling_every_list_may_have_changed() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-get-stream").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let on_a = Session::open(&format!("http://{}/mcp", a.addr), &key).await;
+    let get = |on: &Session, last: Option<&str>| {
+        let mut request = on
+            .http
+            .get(&on.url)
+            .header("authorization", format!("Bearer {}", on.key))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &on.id)
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(last) = last {
+            request = request.header("last-event-id", last);
+        }
+        request.send()
+    };
+    let mut stream_a = get(&on_a, None).await.unwrap();
+    assert_eq!(stream_a.status(), 200);
+    let mut seen = String::new();
+    let last = loop {
+        let chunk = tokio::time::timeout(HANG_GUARD, stream_a.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the GET stream ended");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(id) = seen.lines().find_map(|l| l.strip_prefix("id:")) {
+            break id.trim().to_owned();
+        }
+    };
+    drop(stream_a);
+    drop(a);
+    let on_b = on_a.at(&format!("http://{}/mcp", b.addr));
+    let resumed = get(&on_b, Some(&last)).await.unwrap();
+    assert_eq!(resumed.status(), 200, "resuming {last:?} on b");
+    let mut events = Events {
+        response: resumed,
+        buffer: String::new(),
+    };
+    let first = events.next().await.unwrap();
+    assert_eq!(
+        first["method"], "notifications/tools/list_changed",
+        "{first}"
     );
 }

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod log_filter;
 pub mod modern_meta;
 pub mod observed_call;
+pub mod relay;
 pub mod sealed;
 pub mod session;
 pub mod session_key;

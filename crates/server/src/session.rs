@@ -190,6 +190,11 @@ impl ClientSession {
         None
     }
 
+    /// Whether the client's request `id` is running in this session here.
+    pub fn is_in_flight(&self, id: &Id) -> bool {
+        lock(&self.in_flight).contains_key(id)
+    }
+
     /// Cancels everything in flight (the client went away).
     pub fn cancel_all(&self) {
         for (_, token) in lock(&self.in_flight).drain() {

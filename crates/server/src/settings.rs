@@ -34,6 +34,9 @@ pub struct ServerSettings {
     pub operator_ui: Option<OperatorUi>,
     /// Whether the MetaForge dialect is served at `POST /rpc` (`http/metaforge.rs`).
     pub metaforge_rpc: bool,
+    /// How legacy session messages reach the replica holding their call (`relay.rs`); `None`:
+    /// one replica, or replicas whose clients keep each session on one of them.
+    pub relay: Option<crate::relay::SessionRelay>,
 }
 
 /// Routes the binary adds for operators. They authenticate on their own (a sign-in page and a
@@ -61,6 +64,7 @@ impl ServerSettings {
             admin_listen: None,
             operator_ui: None,
             metaforge_rpc: false,
+            relay: None,
         }
     }
 }

@@ -427,6 +427,33 @@ async fn a_dropped_reply_stream_resumes_from_its_last_event_id_and_the_call_goes
         .await
         .unwrap();
     assert_eq!(unknown.status(), 400);
+    // The GET stream (stream 0) of another replica, or of this one before the session moved:
+    // a new GET stream stands in, first saying every list may have changed.
+    let moved = live
+        .http
+        .get(&live.url)
+        .header("mcp-session-id", &sid)
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "ffffffff.0.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 200);
+    let mut events = Events::of(moved);
+    let mut told = Vec::new();
+    for _ in 0..3 {
+        let (_, m) = events.next_message().await.unwrap();
+        told.push(m["method"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        told,
+        [
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
+    drop(events);
     live.stop().await;
 }
 

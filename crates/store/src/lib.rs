@@ -1,7 +1,7 @@
 //! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
 //! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
 //! backend and a typed repository per concern (API keys, audit trail, OAuth tokens, tool pins,
-//! approvals, authored tools, shared rate-limit buckets).
+//! approvals, authored tools, shared rate-limit buckets, messages relayed between replicas).
 
 mod api_keys;
 mod approvals;
@@ -14,6 +14,7 @@ mod pins;
 mod process_lock;
 mod rate_limit_buckets;
 mod schema;
+mod session_relay;
 mod store;
 pub mod timestamps;
 
@@ -49,6 +50,10 @@ pub use rate_limit_buckets::{
     BucketSpend, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND, RateLimitBuckets,
 };
 pub use schema::{MIGRATIONS_TABLE, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, latest_version};
+pub use session_relay::{
+    EVERY_REPLICA, MAX_RELAY_ID_LEN, MAX_RELAY_PAGE, MAX_RELAYED_MESSAGE_BYTES, RELAY_CHANNEL,
+    RelayListener, RelayedMessage, SessionRelay,
+};
 pub use store::{
     ACQUIRE_TIMEOUT, POSTGRES_CONNECTIONS, SQLITE_BUSY_TIMEOUT, SQLITE_READERS, Store, migrator_for,
 };

@@ -8,12 +8,12 @@ use std::process::{Command, Stdio};
 
 use manifold_store::{
     AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, BucketSpend,
-    ChainBreak, MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN,
+    ChainBreak, EVERY_REPLICA, MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN,
     MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE,
     MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND, MAX_LEDGER_ARGUMENTS_BYTES,
-    MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord, PinRecord,
-    PinSnapshot, PinWriteRecord, Store, StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey,
-    VerifyReport, audit_row_sha256, latest_version, migrator_for,
+    MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, MAX_RELAYED_MESSAGE_BYTES,
+    PinChangeRecord, PinRecord, PinSnapshot, PinWriteRecord, Store, StoreError, StoreLocation,
+    TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -433,12 +433,73 @@ on_both_backends!(
     concurrent_writes_all_land,
     api_keys_keep_grants_and_one_active_name,
     rate_limit_buckets_add_every_spend_and_say_how_far_ahead,
+    relayed_messages_reach_their_replica_in_order_and_are_pruned,
     audit_batches_chain_and_verify,
     audit_tampering_names_the_first_broken_row,
     audit_prune_keeps_an_anchor_the_rest_chains_on,
     audit_search_and_page_order,
     audit_bounds_are_refused,
 );
+
+/// A message written for one replica is read by it (and one for every replica by all), after
+/// the reader's last seq, in order; others' are not; old rows are pruned; on PostgreSQL a write
+/// wakes a listener, and bounds are refused.
+async fn relayed_messages_reach_their_replica_in_order_and_are_pruned(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let relay = store.session_relay();
+    let mut listener = relay.listen().await.unwrap();
+    assert_eq!(listener.is_some(), matches!(backend, Backend::Postgres(_)));
+    let start = relay.latest_seq().await.unwrap();
+    let one = relay
+        .send("r-a", "s1", r#"{"id":"mf-r-a.1-1"}"#, 1_000)
+        .await
+        .unwrap();
+    if let Some(listener) = listener.as_mut() {
+        tokio::time::timeout(std::time::Duration::from_secs(10), listener.woken())
+            .await
+            .expect("the write woke the listener")
+            .unwrap();
+    }
+    relay.send("r-b", "s2", "for b", 2_000).await.unwrap();
+    let three = relay
+        .send(EVERY_REPLICA, "s1", "for all", 3_000)
+        .await
+        .unwrap();
+    assert!(one > start && three > one);
+    let for_a = relay.since(start, "r-a", 10).await.unwrap();
+    let seen: Vec<(&str, &str)> = for_a
+        .iter()
+        .map(|m| (m.session_id.as_str(), m.message.as_str()))
+        .collect();
+    assert_eq!(seen, [("s1", r#"{"id":"mf-r-a.1-1"}"#), ("s1", "for all")]);
+    assert_eq!(relay.since(one, "r-a", 10).await.unwrap().len(), 1);
+    assert_eq!(
+        relay.since(start, "r-b", 1).await.unwrap()[0].message,
+        "for b"
+    );
+    assert_eq!(relay.latest_seq().await.unwrap(), three);
+    assert_eq!(relay.prune(2_500).await.unwrap(), 2);
+    assert_eq!(relay.since(start, "r-a", 10).await.unwrap().len(), 1);
+    for (to, session, message, field) in [
+        ("", "s", "m".to_owned(), "to_replica"),
+        ("r", "", "m".to_owned(), "session_id"),
+        (
+            "r",
+            "s",
+            "m".repeat(MAX_RELAYED_MESSAGE_BYTES + 1),
+            "message",
+        ),
+    ] {
+        let refused = relay.send(to, session, &message, 1).await.unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Invalid { field: f, .. } if f == field),
+            "{refused}"
+        );
+    }
+    // A listener holds a connection of the pool, which closing waits for.
+    drop(listener);
+    store.close().await;
+}
 
 /// Spends from every round (every replica) add up in one bucket, a refilled bucket starts from
 /// now, the answer says how far ahead each bucket is, and bad rounds are refused whole.

@@ -5,6 +5,8 @@
 #
 # usage: python replica_py_client.py PLAN_JSON
 # PLAN_JSON: {"url": URL, "key": API_KEY, "calls": [{"name", "arguments"}]}
+# The client declares elicitation, sampling and roots and answers each question the same way: the
+# name "Ada", the summary "a short summary", the one root file:///srv/project.
 import json
 import sys
 
@@ -13,13 +15,38 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
+
+
+async def on_elicit(ctx, params):
+    return ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def on_sample(ctx, params):
+    return CreateMessageResult(
+        role="assistant",
+        content=TextContent(type="text", text="a short summary"),
+        model="replica-test-model",
+        stop_reason="endTurn",
+    )
+
+
+async def on_roots(ctx):
+    return ListRootsResult(roots=[Root(uri="file:///srv/project", name="project")])
 
 
 async def main(plan: dict) -> None:
     report: dict = {"calls": []}
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {plan['key']}"}, timeout=60)
     transport = streamable_http_client(plan["url"], http_client=http)
-    async with Client(transport, mode="legacy", cache=None) as client:
+    async with Client(
+        transport,
+        mode="legacy",
+        cache=None,
+        elicitation_callback=on_elicit,
+        sampling_callback=on_sample,
+        list_roots_callback=on_roots,
+    ) as client:
         for call in plan["calls"]:
             entry: dict = {"name": call["name"]}
             try:

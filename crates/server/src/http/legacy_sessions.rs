@@ -57,6 +57,8 @@ pub(crate) struct LiveSession {
 }
 
 impl LiveSession {
+    /// Starts the live part of session `id`; `replica` names this replica in the ids of the
+    /// server requests it sends, when replicas relay answers to each other.
     pub fn start(
         id: String,
         owner: Option<String>,
@@ -64,6 +66,7 @@ impl LiveSession {
         limits: Limits,
         gateway: &Gateway,
         stop: &CancellationToken,
+        replica: Option<&str>,
     ) -> Arc<LiveSession> {
         let epoch = random_bytes::<4>()
             .map(|b| hex(&b))
@@ -71,7 +74,7 @@ impl LiveSession {
         let core = Arc::new(ClientSession::new(
             view,
             Some(id.clone()),
-            format!("mf-{epoch}"),
+            crate::relay::SessionRelay::request_prefix(replica, &epoch),
             limits.max_in_flight,
         ));
         let session = Arc::new(LiveSession {
@@ -160,6 +163,18 @@ impl LiveSession {
             .get(&STANDALONE_STREAM)
             .filter(|s| s.is_attached())
             .cloned()
+    }
+
+    /// Whether `event_id` names an event of this session's GET stream as another replica (or an
+    /// earlier process, or this replica before the session was evicted) sent it: its events are
+    /// not kept here, but a new GET stream can stand in for it.
+    pub fn is_foreign_standalone_event(&self, event_id: &str) -> bool {
+        let mut parts = event_id.splitn(3, '.');
+        let (Some(epoch), Some(number), Some(_)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        epoch != self.epoch && number.parse::<u64>().ok() == Some(STANDALONE_STREAM)
     }
 
     /// A kept stream by the event id a client resumes from: (stream, sequence number).
@@ -427,6 +442,7 @@ mod tests {
             limits,
             &gateway,
             &CancellationToken::new(),
+            None,
         );
         let (_, live) = session.new_stream();
         for _ in 0..5 {

@@ -86,6 +86,9 @@ impl Server {
         tokio::spawn(legacy_sessions::expire_idle_sessions(Arc::downgrade(
             &state,
         )));
+        if let Some(inbox) = state.settings.relay.as_ref().and_then(|r| r.take_inbox()) {
+            tokio::spawn(crate::relay::deliver(inbox, Arc::downgrade(&state)));
+        }
         let stop = state.stop.clone();
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, app)

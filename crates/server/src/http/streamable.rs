@@ -257,6 +257,7 @@ fn open_session(
         limits,
         &state.gateway,
         &state.stop,
+        state.settings.relay.as_ref().map(|r| r.replica.as_str()),
     );
     match state.sessions.insert_or_get(session, limits.max_sessions) {
         Ok(s) => {
@@ -321,6 +322,7 @@ fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> 
         limits,
         &state.gateway,
         &state.stop,
+        state.settings.relay.as_ref().map(|r| r.replica.as_str()),
     );
     let session = match state.sessions.insert_or_get(session, limits.max_sessions) {
         Ok(s) => s,
@@ -366,6 +368,24 @@ async fn session_post(
         Ok(s) => s,
         Err(r) => return *r,
     };
+    if let Some(relay) = &state.settings.relay
+        && let Some(to) = relay.destination(&message, |id| session.core.is_in_flight(id))
+    {
+        if let Err(e) = relay.sender.send(&to, sid, message.as_str()).await {
+            tracing::warn!("{e}");
+            return reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+                ErrorCode::InternalError,
+                format!(
+                    "Service Unavailable: this answer belongs to a call on another Manifold replica and {e}; send it again"
+                ),
+            );
+        }
+        if message.kind() != Kind::Notification {
+            return reply::accepted();
+        }
+    }
     match session.core.take_unless_request(message) {
         Some(message) => legacy_call(state, headers, session, message).await,
         None => reply::accepted(),
@@ -544,11 +564,14 @@ fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
     match header(headers, meta::header::LAST_EVENT_ID) {
         Some(last) => match session.resumable(last) {
             Some((log, seq)) => legacy_reader(state, &session, &log, Start::After(seq)),
+            None if session.is_foreign_standalone_event(last) => {
+                resume_foreign_standalone(state, &session)
+            }
             None => reply::error(
                 StatusCode::BAD_REQUEST,
                 None,
                 ErrorCode::InvalidRequest,
-                "Bad Request: cannot resume from that Last-Event-ID: its stream is not kept here (finished too long ago, or sent by another replica)",
+                "Bad Request: cannot resume from that Last-Event-ID: its stream is not kept here (finished too long ago, or a reply stream of a call another replica held; that call ended with it)",
             ),
         },
         None => {
@@ -556,6 +579,28 @@ fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
             legacy_reader(state, &session, &log, Start::Now)
         }
     }
+}
+
+/// A GET stream resumed from an event another replica sent (that replica went away, or the
+/// balancer moved the client): its events are not here, so the new stream starts by telling the
+/// client that every list may have changed, which is all a GET stream's missed list changes
+/// could have said; what comes next arrives live.
+fn resume_foreign_standalone(state: &Arc<AppState>, session: &Arc<LiveSession>) -> Response {
+    let log = session.standalone();
+    let response = legacy_reader(state, session, &log, Start::Now);
+    if response.status().is_success() {
+        for event in [
+            manifold_gateway::GatewayEvent::ToolsChanged,
+            manifold_gateway::GatewayEvent::PromptsChanged,
+            manifold_gateway::GatewayEvent::ResourcesChanged,
+        ] {
+            if let Some(message) = session.core.event_message(&event) {
+                log.push(message.as_str());
+            }
+        }
+        tracing::debug!("a GET stream from another replica was resumed here");
+    }
+    response
 }
 
 fn delete(state: &Arc<AppState>, headers: &HeaderMap) -> Response {

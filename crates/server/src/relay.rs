@@ -1,0 +1,204 @@
+//! Legacy session messages that belong to another replica. Behind a load balancer without
+//! affinity, a legacy client's answer to a server's question (elicitation, sampling, roots) or its
+//! cancellation of a call may reach a replica other than the one holding the call. The server
+//! requests a replica sends carry its id (`mf-<replica>.<epoch>-<n>`), so an answer names its
+//! holder; a cancellation of a call not running here goes to every replica. The binary carries the
+//! messages (through the store: PostgreSQL's LISTEN/NOTIFY); this crate decides what to relay and
+//! delivers what arrives.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+
+use manifold_wire::{Kind, Message, meta};
+use tokio::sync::mpsc;
+
+/// Addressed to every replica.
+pub const EVERY_REPLICA: &str = "*";
+
+/// A relay that could not take a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("could not hand the message to replica {to}: {reason}")]
+pub struct RelayError {
+    pub to: String,
+    pub reason: String,
+}
+
+pub type RelayFuture<'a> = Pin<Box<dyn Future<Output = Result<(), RelayError>> + Send + 'a>>;
+
+/// Carries messages to other replicas.
+pub trait RelaySend: std::fmt::Debug + Send + Sync {
+    /// Hands `message` of session `session` to replica `to` ([`EVERY_REPLICA`]: all of them).
+    fn send<'a>(&'a self, to: &'a str, session: &'a str, message: &'a str) -> RelayFuture<'a>;
+}
+
+/// A message another replica relayed here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relayed {
+    pub session: String,
+    pub message: String,
+}
+
+/// What the server needs to take part: this replica's id, the way out, and the way in (taken
+/// once by the server that serves it).
+#[derive(Debug, Clone)]
+pub struct SessionRelay {
+    pub replica: String,
+    pub sender: Arc<dyn RelaySend>,
+    inbox: Arc<Mutex<Option<mpsc::Receiver<Relayed>>>>,
+}
+
+impl SessionRelay {
+    pub fn new(
+        replica: String,
+        sender: Arc<dyn RelaySend>,
+        inbox: mpsc::Receiver<Relayed>,
+    ) -> SessionRelay {
+        SessionRelay {
+            replica,
+            sender,
+            inbox: Arc::new(Mutex::new(Some(inbox))),
+        }
+    }
+
+    /// The incoming messages; `None` once taken.
+    pub(crate) fn take_inbox(&self) -> Option<mpsc::Receiver<Relayed>> {
+        self.inbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// The prefix of the ids of server requests a session of this replica sends.
+    pub(crate) fn request_prefix(replica: Option<&str>, epoch: &str) -> String {
+        match replica {
+            Some(r) => format!("mf-{r}.{epoch}"),
+            None => format!("mf-{epoch}"),
+        }
+    }
+
+    /// Where `message`, received for a session here, must go instead of (or besides) this
+    /// replica: the replica that asked, for an answer to a server request of another replica's;
+    /// every replica, for a cancellation of a request not running here (`running_here`).
+    pub(crate) fn destination(
+        &self,
+        message: &Message,
+        running_here: impl Fn(&manifold_wire::Id) -> bool,
+    ) -> Option<String> {
+        match message.kind() {
+            Kind::Result | Kind::Error => {
+                let manifold_wire::Id::Str(id) = message.id()? else {
+                    return None;
+                };
+                let replica = id.strip_prefix("mf-")?.split_once('.')?.0;
+                (!replica.is_empty() && replica != self.replica).then(|| replica.to_owned())
+            }
+            Kind::Notification if message.method() == Some(meta::method::CANCELLED) => {
+                let raw = message.params()?;
+                let id = manifold_wire::patch::get(raw, &["requestId"])
+                    .ok()
+                    .flatten()?;
+                let id = manifold_wire::Id::from_raw(id).ok()?;
+                (!running_here(&id)).then(|| EVERY_REPLICA.to_owned())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Delivers relayed messages to the sessions live here until the inbox closes; a message for a
+/// session this replica does not hold is dropped (its call is not here).
+pub(crate) async fn deliver(
+    mut inbox: mpsc::Receiver<Relayed>,
+    state: Weak<crate::http::AppState>,
+) {
+    while let Some(relayed) = inbox.recv().await {
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        let Some(session) = state.sessions.get(&relayed.session) else {
+            tracing::debug!("a relayed message names a session not live here; dropped");
+            continue;
+        };
+        match Message::decode_str(&relayed.message) {
+            Ok(message) => {
+                if session.core.take_unless_request(message).is_some() {
+                    tracing::debug!("a relayed request was dropped: only answers are relayed");
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "a relayed message did not decode; dropped"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    #[derive(Debug)]
+    struct Nowhere;
+    impl RelaySend for Nowhere {
+        fn send<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> RelayFuture<'a> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn relay() -> SessionRelay {
+        let (_, inbox) = mpsc::channel(1);
+        SessionRelay::new("a1b2".into(), Arc::new(Nowhere), inbox)
+    }
+
+    fn message(text: &str) -> Message {
+        Message::decode_str(text).unwrap()
+    }
+
+    #[test]
+    fn answers_go_to_the_replica_that_asked_and_ours_stay() {
+        let r = relay();
+        let never = |_: &manifold_wire::Id| false;
+        let theirs = message(r#"{"jsonrpc":"2.0","id":"mf-c3d4.0a0b0c0d-7","result":{}}"#);
+        assert_eq!(r.destination(&theirs, never).as_deref(), Some("c3d4"));
+        let error = message(
+            r#"{"jsonrpc":"2.0","id":"mf-c3d4.0a0b0c0d-7","error":{"code":-1,"message":"no"}}"#,
+        );
+        assert_eq!(r.destination(&error, never).as_deref(), Some("c3d4"));
+        for ours_or_not_a_relay in [
+            r#"{"jsonrpc":"2.0","id":"mf-a1b2.0a0b0c0d-7","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"mf-0a0b0c0d-7","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"other.x","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"mf-.x-1","result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+        ] {
+            assert_eq!(
+                r.destination(&message(ours_or_not_a_relay), never),
+                None,
+                "{ours_or_not_a_relay}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cancellation_goes_to_every_replica_unless_its_call_runs_here() {
+        let r = relay();
+        let cancel = message(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
+        );
+        assert_eq!(
+            r.destination(&cancel, |_| false).as_deref(),
+            Some(EVERY_REPLICA)
+        );
+        assert_eq!(r.destination(&cancel, |_| true), None);
+        let unreadable =
+            message(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#);
+        assert_eq!(r.destination(&unreadable, |_| false), None);
+    }
+
+    #[test]
+    fn request_ids_name_the_replica_only_when_there_is_a_relay() {
+        assert_eq!(SessionRelay::request_prefix(Some("r1"), "e"), "mf-r1.e");
+        assert_eq!(SessionRelay::request_prefix(None, "e"), "mf-e");
+    }
+}
