@@ -246,7 +246,7 @@ fn dashboard_for(
         config_path: parts.source.map(Path::to_path_buf),
         running: parts.running.clone(),
         authored: std::sync::Arc::clone(&parts.stored.authored),
-        signins: Default::default(),
+        signins: crate::dashboard::SignIns::new(std::sync::Arc::clone(parts.store)),
         secure_cookies: !at.ip().is_loopback(),
     };
     Some(manifold_server::OperatorUi(crate::dashboard::router(

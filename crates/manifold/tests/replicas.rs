@@ -1080,3 +1080,114 @@ async fn a_get_stream_resumes_on_another_replica_telling_every_list_may_have_cha
         "{first}"
     );
 }
+
+/// A dashboard sign-in on one replica is honoured by the other (a balancer may send each click
+/// anywhere), the line an action leaves shows on the next page whichever replica serves it, and a
+/// sign-out on one ends the session on both.
+#[tokio::test]
+async fn a_dashboard_session_opened_on_one_replica_works_and_ends_on_the_other() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-dashboard").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let made = Command::new(MANIFOLD)
+        .args(["keys", "create", "ops", "--scopes", "admin", "--config"])
+        .arg(dir.path().join("a/manifold.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let admin_key = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    new_key(&dir.path().join("a/manifold.toml"), "spare");
+    let (ui_a, ui_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let form = |base: &str, path: &str, cookie: Option<&str>, body: String| {
+        let mut request = http
+            .post(format!("{base}{path}"))
+            .header("origin", base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send()
+    };
+    let signed_in = form(
+        &ui_a,
+        "/ui/login",
+        None,
+        format!("credential={admin_key}&next=%2Fui%2F"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(signed_in.status(), 303, "{:?}", signed_in.text().await);
+    let cookie = signed_in.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = |base: String, path: &'static str| {
+        let request = http.get(format!("{base}{path}")).header("cookie", &cookie);
+        async move { request.send().await.unwrap() }
+    };
+    let on_b = page(ui_b.clone(), "/ui/keys").await;
+    assert_eq!(
+        on_b.status(),
+        200,
+        "b sent the signed-in operator to {:?}",
+        on_b.headers().get("location")
+    );
+    let html = on_b.text().await.unwrap();
+    // An action on b (a key revoked), its line shown by a.
+    let revoked = form(
+        &ui_b,
+        "/ui/keys/spare/revoke",
+        Some(&cookie),
+        format!("csrf={}", csrf_of(&html)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(revoked.status(), 303);
+    let shown = page(ui_a.clone(), "/ui/keys").await.text().await.unwrap();
+    assert!(shown.contains("revoked 1 key(s) named spare"), "{shown}");
+    let again = page(ui_a.clone(), "/ui/keys").await.text().await.unwrap();
+    assert!(!again.contains("revoked 1 key(s)"), "the line shows once");
+    // Signed out on a: b sends the browser back to the sign-in page.
+    let html = page(ui_a.clone(), "/ui/").await.text().await.unwrap();
+    let out = form(
+        &ui_a,
+        "/ui/logout",
+        Some(&cookie),
+        format!("csrf={}", csrf_of(&html)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status(), 303);
+    let after = page(ui_b.clone(), "/ui/").await;
+    assert_eq!(after.status(), 303);
+    assert!(
+        after.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/ui/login")
+    );
+}
+
+/// The value of `name="csrf"` in a dashboard page.
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find(r#"name="csrf" value=""#)
+        .expect("a form with a csrf field");
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}

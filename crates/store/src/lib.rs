@@ -1,12 +1,13 @@
 //! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
 //! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
 //! backend and a typed repository per concern (API keys, audit trail, OAuth tokens, tool pins,
-//! approvals, authored tools, shared rate-limit buckets, messages relayed between replicas).
+//! approvals, authored tools, shared rate-limit buckets, messages relayed between replicas, dashboard sign-ins).
 
 mod api_keys;
 mod approvals;
 mod audit;
 mod authored_tools;
+mod dashboard_sessions;
 mod error;
 mod location;
 mod oauth_tokens;
@@ -32,6 +33,9 @@ pub use audit::{
 pub use authored_tools::{
     AuthoredToolVersion, AuthoredTools, MAX_AUTHORED_DEFINITION_BYTES, MAX_AUTHORED_HISTORY,
     MAX_AUTHORED_NAME_LEN,
+};
+pub use dashboard_sessions::{
+    DashboardSessionRecord, DashboardSessions, MAX_DASHBOARD_SESSION_BYTES,
 };
 pub use error::StoreError;
 pub use location::{

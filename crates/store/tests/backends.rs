@@ -8,12 +8,13 @@ use std::process::{Command, Stdio};
 
 use manifold_store::{
     AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, BucketSpend,
-    ChainBreak, EVERY_REPLICA, MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN,
-    MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE,
-    MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND, MAX_LEDGER_ARGUMENTS_BYTES,
-    MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, MAX_RELAYED_MESSAGE_BYTES,
-    PinChangeRecord, PinRecord, PinSnapshot, PinWriteRecord, Store, StoreError, StoreLocation,
-    TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256, latest_version, migrator_for,
+    ChainBreak, DashboardSessionRecord, EVERY_REPLICA, MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN,
+    MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH,
+    MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND,
+    MAX_LEDGER_ARGUMENTS_BYTES, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN,
+    MAX_RELAYED_MESSAGE_BYTES, PinChangeRecord, PinRecord, PinSnapshot, PinWriteRecord, Store,
+    StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256,
+    latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -434,12 +435,79 @@ on_both_backends!(
     api_keys_keep_grants_and_one_active_name,
     rate_limit_buckets_add_every_spend_and_say_how_far_ahead,
     relayed_messages_reach_their_replica_in_order_and_are_pruned,
+    dashboard_sessions_are_found_touched_flashed_once_and_closed,
     audit_batches_chain_and_verify,
     audit_tampering_names_the_first_broken_row,
     audit_prune_keeps_an_anchor_the_rest_chains_on,
     audit_search_and_page_order,
     audit_bounds_are_refused,
 );
+
+/// A dashboard session is found by its hash, touched, shows a flash once, ends by sign-out or by
+/// its key's revocation, and the table is pruned of idle ones and bounded.
+async fn dashboard_sessions_are_found_touched_flashed_once_and_closed(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let sessions = store.dashboard_sessions();
+    let record = |id: &str, key: Option<&str>, seen: i64| DashboardSessionRecord {
+        id_sha256: id.to_owned(),
+        operator_json: format!(r#"{{"name":"{id}"}}"#),
+        key_id: key.map(str::to_owned),
+        last_seen_ms: seen,
+        ends_ms: None,
+    };
+    sessions
+        .open(&record("s1", Some("k1"), 100), 0, 10)
+        .await
+        .unwrap();
+    sessions
+        .open(&record("s2", Some("k1"), 200), 0, 10)
+        .await
+        .unwrap();
+    sessions
+        .open(&record("s3", None, 300), 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        sessions.get("s1").await.unwrap(),
+        Some(record("s1", Some("k1"), 100))
+    );
+    assert_eq!(sessions.get("nope").await.unwrap(), None);
+    sessions.touch("s1", 150).await.unwrap();
+    assert_eq!(sessions.get("s1").await.unwrap().unwrap().last_seen_ms, 150);
+    sessions.set_flash("s3", Some("done")).await.unwrap();
+    assert_eq!(
+        sessions.take_flash("s3").await.unwrap().as_deref(),
+        Some("done")
+    );
+    assert_eq!(sessions.take_flash("s3").await.unwrap(), None);
+    assert_eq!(sessions.close_for_key("k1").await.unwrap(), 2);
+    assert_eq!(sessions.get("s2").await.unwrap(), None);
+    sessions.close("s3").await.unwrap();
+    assert_eq!(sessions.get("s3").await.unwrap(), None);
+    // Idle ones are forgotten at the next sign-in; past the bound, the least recently seen.
+    sessions
+        .open(&record("old", None, 10), 0, 10)
+        .await
+        .unwrap();
+    sessions
+        .open(&record("a", None, 1_000), 500, 10)
+        .await
+        .unwrap();
+    assert_eq!(sessions.get("old").await.unwrap(), None);
+    sessions
+        .open(&record("b", None, 1_001), 500, 2)
+        .await
+        .unwrap();
+    sessions
+        .open(&record("c", None, 1_002), 500, 2)
+        .await
+        .unwrap();
+    assert_eq!(sessions.get("a").await.unwrap(), None);
+    assert!(
+        sessions.get("b").await.unwrap().is_some() && sessions.get("c").await.unwrap().is_some()
+    );
+    store.close().await;
+}
 
 /// A message written for one replica is read by it (and one for every replica by all), after
 /// the reader's last seq, in order; others' are not; old rows are pruned; on PostgreSQL a write

@@ -114,7 +114,7 @@ pub async fn page(
         .filter(|r| r.state != PENDING)
         .map(|r| question(r, now))
         .collect();
-    let chrome = Chrome::new(&state, &operator, "Approvals", "approvals");
+    let chrome = Chrome::new(&operator, "Approvals", "approvals");
     page::render(
         StatusCode::OK,
         &ApprovalsPage {
@@ -185,7 +185,7 @@ pub async fn one(
     } else {
         String::new()
     };
-    let chrome = Chrome::new(&state, &operator, &format!("Approval {id}"), "approvals");
+    let chrome = Chrome::new(&operator, &format!("Approval {id}"), "approvals");
     page::render(
         StatusCode::OK,
         &OnePage {
@@ -219,7 +219,7 @@ async fn answer(
         }
         Err(failure) => Flash::Failed(failure.into_error().message),
     };
-    after_action(state, operator, "/ui/approvals", flash)
+    after_action(state, operator, "/ui/approvals", flash).await
 }
 
 /// `POST /ui/approvals/ID/approve`.

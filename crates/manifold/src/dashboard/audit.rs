@@ -58,7 +58,7 @@ pub async fn page(
             Vec::new()
         }
     };
-    let mut chrome = Chrome::new(&state, &operator, "Audit", "audit");
+    let mut chrome = Chrome::new(&operator, "Audit", "audit");
     let verify_result = if verified.verified.is_some() {
         match (chrome.flash.take(), chrome.error.take()) {
             (Some(done), _) => Some((true, done)),
@@ -116,7 +116,7 @@ pub async fn record(
             ),
         );
     };
-    let chrome = Chrome::new(&state, &operator, &format!("Audit row {seq}"), "audit");
+    let chrome = Chrome::new(&operator, &format!("Audit row {seq}"), "audit");
     page::render(
         StatusCode::OK,
         &RecordPage {
@@ -183,5 +183,5 @@ pub async fn verify(
         }
         Err(e) => Flash::Failed(format!("the audit trail could not be read: {e}")),
     };
-    after_action(&state, &operator, "/ui/audit?verified=1", flash)
+    after_action(&state, &operator, "/ui/audit?verified=1", flash).await
 }

@@ -75,7 +75,7 @@ pub async fn page(
         description: d.description.clone(),
         from_file: true,
     }));
-    let chrome = Chrome::new(&state, &operator, "Authored tools", "authored");
+    let chrome = Chrome::new(&operator, "Authored tools", "authored");
     page::render(StatusCode::OK, &AuthoredPage { chrome, tools })
 }
 
@@ -179,7 +179,7 @@ pub async fn tool(
         description: t.definition.description.clone(),
         from_file: false,
     });
-    let chrome = Chrome::new(&state, &operator, &name, "authored");
+    let chrome = Chrome::new(&operator, &name, "authored");
     page::render(
         StatusCode::OK,
         &ToolPage {
@@ -253,7 +253,7 @@ pub async fn enable(
         json!({ "name": name }),
     )
     .await;
-    after_action(&state, &operator, &back_to(&name), flash)
+    after_action(&state, &operator, &back_to(&name), flash).await
 }
 
 /// `POST /ui/authored/NAME/disable`.
@@ -269,7 +269,7 @@ pub async fn disable(
         json!({ "name": name }),
     )
     .await;
-    after_action(&state, &operator, &back_to(&name), flash)
+    after_action(&state, &operator, &back_to(&name), flash).await
 }
 
 #[derive(Deserialize)]
@@ -291,5 +291,5 @@ pub async fn rollback(
         json!({ "name": name, "version": to.version }),
     )
     .await;
-    after_action(&state, &operator, &back_to(&name), flash)
+    after_action(&state, &operator, &back_to(&name), flash).await
 }

@@ -156,7 +156,7 @@ pub async fn page(
     if !running.audit.enabled {
         note = Some("the audit trail is off ([audit] enabled = false), so no calls are recorded here; turn it on to see them".to_owned());
     }
-    let chrome = Chrome::new(&state, &operator, "Live calls", "calls");
+    let chrome = Chrome::new(&operator, "Live calls", "calls");
     page::render(
         StatusCode::OK,
         &CallsPage {

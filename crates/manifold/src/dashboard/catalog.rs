@@ -220,7 +220,7 @@ pub async fn page(
             Vec::new()
         }
     };
-    let chrome = Chrome::new(&state, &operator, "Catalog", "catalog");
+    let chrome = Chrome::new(&operator, "Catalog", "catalog");
     page::render(
         StatusCode::OK,
         &CatalogPage {
@@ -285,7 +285,7 @@ pub async fn tool(
             .map(|v| serde_json::to_string_pretty(v).unwrap_or_default())
             .unwrap_or_else(|| "(none)".to_owned())
     };
-    let chrome = Chrome::new(&state, &operator, &name, "catalog");
+    let chrome = Chrome::new(&operator, &name, "catalog");
     page::render(
         StatusCode::OK,
         &ToolPage {
@@ -316,5 +316,5 @@ pub async fn approve_pins(
         }
         Err(e) => Flash::Failed(e.message),
     };
-    after_action(&state, &operator, "/ui/catalog", flash)
+    after_action(&state, &operator, "/ui/catalog", flash).await
 }

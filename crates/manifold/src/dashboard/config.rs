@@ -131,7 +131,7 @@ fn render(
     diff: Option<String>,
     applied: Option<String>,
 ) -> Response {
-    let mut chrome = Chrome::new(state, operator, "Configuration", "config");
+    let mut chrome = Chrome::new(operator, "Configuration", "config");
     let (path, shown, redactions) = match &state.config_path {
         Some(path) => match file_text(path) {
             Ok(t) => {

@@ -38,7 +38,7 @@ async fn render(
     operator: &Operator,
     new_key: Option<(String, String)>,
 ) -> Response {
-    let mut chrome = Chrome::new(state, operator, "Keys", "keys");
+    let mut chrome = Chrome::new(operator, "Keys", "keys");
     let keys = match state.keys.list().await {
         Ok(keys) => keys
             .into_iter()
@@ -110,15 +110,18 @@ pub async fn create(
             tracing::info!(operator = %operator.name, key = %new.record.name, id = %new.record.id, "API key created from the dashboard");
             render(&state, &operator, Some((new.record.name, new.key))).await
         }
-        Err(e) => after_action(
-            &state,
-            &operator,
-            "/ui/keys",
-            Flash::Failed(format!(
-                "no key was made: {}",
-                crate::keys::store_error(e).message
-            )),
-        ),
+        Err(e) => {
+            after_action(
+                &state,
+                &operator,
+                "/ui/keys",
+                Flash::Failed(format!(
+                    "no key was made: {}",
+                    crate::keys::store_error(e).message
+                )),
+            )
+            .await
+        }
     }
 }
 
@@ -131,7 +134,7 @@ pub async fn revoke(
     let flash = match state.keys.revoke(&name).await {
         Ok(revoked) => {
             let ids: Vec<String> = revoked.iter().map(|k| k.id.clone()).collect();
-            state.signins.close_for_keys(&ids);
+            state.signins.close_for_keys(&ids).await;
             tracing::info!(operator = %operator.name, key = %name, "API key revoked from the dashboard");
             Flash::Done(format!(
                 "revoked {} key(s) named {name} ({}); gateways refuse them from the next request on",
@@ -144,5 +147,5 @@ pub async fn revoke(
             crate::keys::store_error(e).message
         )),
     };
-    after_action(&state, &operator, "/ui/keys", flash)
+    after_action(&state, &operator, "/ui/keys", flash).await
 }

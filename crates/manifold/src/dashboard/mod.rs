@@ -17,6 +17,7 @@ mod catalog;
 mod config;
 mod keys;
 mod live;
+pub(crate) mod operator_sessions;
 mod overview;
 mod page;
 mod playground;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use operator_sessions::SignIns;
 pub use state::{DashboardState, RunningConfig};
 
 /// Where every page lives.

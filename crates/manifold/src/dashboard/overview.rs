@@ -170,7 +170,7 @@ pub async fn page(
     Extension(operator): Extension<Arc<Operator>>,
 ) -> Response {
     let part = servers_part(&state).await;
-    let chrome = Chrome::new(&state, &operator, "Overview", "overview");
+    let chrome = Chrome::new(&operator, "Overview", "overview");
     page::render(StatusCode::OK, &OverviewPage { chrome, part })
 }
 

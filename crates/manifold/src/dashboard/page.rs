@@ -40,13 +40,8 @@ pub struct Chrome {
 
 impl Chrome {
     /// A page for a signed-in operator, with the line the last action left.
-    pub fn new(
-        state: &DashboardState,
-        operator: &Operator,
-        title: &str,
-        nav: &'static str,
-    ) -> Chrome {
-        let (flash, error) = match state.signins.take_flash(&operator.session) {
+    pub fn new(operator: &Operator, title: &str, nav: &'static str) -> Chrome {
+        let (flash, error) = match operator.flash.clone() {
             Some(Flash::Done(t)) => (Some(t), None),
             Some(Flash::Failed(t)) => (None, Some(t)),
             None => (None, None),
@@ -148,13 +143,13 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
 }
 
 /// Back to a page after an action, with the line it left.
-pub fn after_action(
+pub async fn after_action(
     state: &DashboardState,
     operator: &Operator,
     to: &str,
     flash: Flash,
 ) -> Response {
-    state.signins.set_flash(&operator.session, flash);
+    state.signins.set_flash(&operator.session, &flash).await;
     axum::response::Redirect::to(to).into_response()
 }
 

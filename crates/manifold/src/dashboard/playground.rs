@@ -306,7 +306,7 @@ async fn render(
         .iter()
         .find(|t| t.get("name").and_then(Value::as_str) == Some(chosen.tool.as_str()));
     let fields = fields(tool, &given);
-    let mut chrome = Chrome::new(state, operator, "Playground", "playground");
+    let mut chrome = Chrome::new(operator, "Playground", "playground");
     if error.is_some() {
         chrome.error = error;
     }

@@ -2,15 +2,14 @@
 //!
 //! Sign-in takes an API key with the `admin` scope, or an access token from the operator's OAuth
 //! issuer carrying that scope, checked by the same authenticator as `/mcp`. It opens a session
-//! kept here (the cookie holds a random id, nothing else), so revoking the key ends it at the next
-//! request: each request checks the key is still active in the store. Every POST must carry the
+//! kept in the store (`operator_sessions.rs`; the cookie holds a random id, nothing else), so every
+//! replica knows it, and revoking the key ends it at the next request: each request checks the key is still active in the store. Every POST must carry the
 //! session's CSRF token and an `Origin` naming this very address. Without authentication (only
 //! ever on loopback) the pages are open to this machine, as `/mcp` is, and the session is made on
 //! the first visit.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Form, Query, Request, State};
@@ -21,6 +20,7 @@ use manifold_auth::{Credential, Identity};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
+pub use super::operator_sessions::{Flash, Operator, SESSION_IDLE};
 use super::page::{self, Chrome};
 use super::state::DashboardState;
 
@@ -28,134 +28,13 @@ use super::state::DashboardState;
 pub const COOKIE: &str = "manifold_ui";
 /// The scope a credential needs to sign in.
 pub const ADMIN_SCOPE: &str = "admin";
-/// A session unused this long ends.
-pub const SESSION_IDLE: Duration = Duration::from_secs(8 * 3600);
 /// A session opened with an access token ends after this, whatever the token's own lifetime:
 /// its revocation at the issuer is not visible here, so it is not trusted for long.
 pub const TOKEN_SESSION_LIFETIME: Duration = Duration::from_secs(3600);
-/// Sessions kept at once; the longest unused goes first when a new one would pass it.
-pub const MAX_SESSIONS: usize = 1024;
 /// Largest form a page posts (a pasted configuration file is the largest).
 pub const MAX_FORM_BYTES: usize = 2 * 1024 * 1024;
-/// Random bytes in a session id and in a CSRF token.
-const TOKEN_BYTES: usize = 32;
 /// Who is shown as signed in when authentication is off.
 pub const LOCAL_OPERATOR: &str = "operator";
-
-/// The person at the dashboard.
-#[derive(Debug)]
-pub struct Operator {
-    pub name: String,
-    pub groups: Vec<String>,
-    pub scopes: Vec<String>,
-    /// The API key that signed in, checked at every request.
-    pub key_id: Option<String>,
-    pub csrf: String,
-    pub session: String,
-    /// Signed in by being on this machine (authentication off).
-    pub local: bool,
-}
-
-struct Session {
-    operator: Arc<Operator>,
-    last_seen: Instant,
-    ends: Option<Instant>,
-    flash: Option<Flash>,
-}
-
-/// A line shown once on the next page: what an action did, or why it did nothing.
-#[derive(Debug, Clone)]
-pub enum Flash {
-    Done(String),
-    Failed(String),
-}
-
-/// The open sessions.
-#[derive(Default)]
-pub struct SignIns(Mutex<HashMap<String, Session>>);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A fresh random token in hex; `None` only when the OS has no random source.
-pub fn random_token() -> Option<String> {
-    let mut bytes = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-impl SignIns {
-    fn open(
-        &self,
-        operator: impl FnOnce(String, String) -> Operator,
-        ends: Option<Instant>,
-    ) -> Option<Arc<Operator>> {
-        let session = random_token()?;
-        let csrf = random_token()?;
-        let operator = Arc::new(operator(session.clone(), csrf));
-        let mut table = lock(&self.0);
-        let now = Instant::now();
-        table.retain(|_, s| now.duration_since(s.last_seen) < SESSION_IDLE);
-        while table.len() >= MAX_SESSIONS {
-            let Some(oldest) = table
-                .iter()
-                .min_by_key(|(_, s)| s.last_seen)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            table.remove(&oldest);
-        }
-        table.insert(
-            session,
-            Session {
-                operator: Arc::clone(&operator),
-                last_seen: now,
-                ends,
-                flash: None,
-            },
-        );
-        Some(operator)
-    }
-
-    fn find(&self, id: &str) -> Option<Arc<Operator>> {
-        let mut table = lock(&self.0);
-        let now = Instant::now();
-        let session = table.get_mut(id)?;
-        let idle = now.duration_since(session.last_seen) >= SESSION_IDLE;
-        if idle || session.ends.is_some_and(|e| now >= e) {
-            table.remove(id);
-            return None;
-        }
-        session.last_seen = now;
-        Some(Arc::clone(&session.operator))
-    }
-
-    pub fn close(&self, id: &str) {
-        lock(&self.0).remove(id);
-    }
-
-    /// Ends every session a key opened (the key was just revoked here).
-    pub fn close_for_keys(&self, key_ids: &[String]) {
-        lock(&self.0).retain(|_, s| {
-            s.operator
-                .key_id
-                .as_ref()
-                .is_none_or(|k| !key_ids.contains(k))
-        });
-    }
-
-    pub fn set_flash(&self, id: &str, flash: Flash) {
-        if let Some(s) = lock(&self.0).get_mut(id) {
-            s.flash = Some(flash);
-        }
-    }
-
-    pub fn take_flash(&self, id: &str) -> Option<Flash> {
-        lock(&self.0).get_mut(id).and_then(|s| s.flash.take())
-    }
-}
 
 fn session_cookie(headers: &HeaderMap) -> Option<String> {
     headers
@@ -232,9 +111,13 @@ pub async fn require_operator(
         );
     }
     let mut new_cookie = None;
+    // A page shown takes the line the last action left; a live stream or an export does not.
+    let shows_a_page = request.method() == Method::GET
+        && !request.uri().path().starts_with("/ui/live/")
+        && request.uri().path() != "/ui/audit/export";
     let found = match session_cookie(request.headers()) {
-        Some(id) => match state.signins.find(&id) {
-            Some(op) => still_valid(&state, op).await,
+        Some(id) => match state.signins.find(&id, shows_a_page).await {
+            Some(op) => still_valid(&state, Arc::new(op)).await,
             None => None,
         },
         None => None,
@@ -242,25 +125,28 @@ pub async fn require_operator(
     let operator = match found {
         Some(op) => op,
         None if state.auth.is_none() && !changing => {
-            let Some(op) = state.signins.open(
-                |session, csrf| Operator {
-                    name: LOCAL_OPERATOR.to_owned(),
-                    groups: Vec::new(),
-                    scopes: vec![ADMIN_SCOPE.to_owned()],
-                    key_id: None,
-                    csrf,
-                    session,
-                    local: true,
-                },
-                None,
-            ) else {
-                return page::refused(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the system's random source failed, so no session could be made; check the gateway's host",
-                );
+            let opened = state
+                .signins
+                .open(
+                    |session, csrf| Operator {
+                        name: LOCAL_OPERATOR.to_owned(),
+                        groups: Vec::new(),
+                        scopes: vec![ADMIN_SCOPE.to_owned()],
+                        key_id: None,
+                        csrf,
+                        session,
+                        local: true,
+                        flash: None,
+                    },
+                    None,
+                )
+                .await;
+            let op = match opened {
+                Ok(op) => op,
+                Err(why) => return page::refused(StatusCode::INTERNAL_SERVER_ERROR, &why),
             };
             new_cookie = set_cookie(&state, &op.session, SESSION_IDLE);
-            op
+            Arc::new(op)
         }
         None if changing => {
             return page::refused(
@@ -306,7 +192,7 @@ pub(crate) async fn still_valid(
     match state.keys.list().await {
         Ok(keys) if keys.iter().any(|k| &k.id == key_id && k.is_active()) => Some(operator),
         Ok(_) => {
-            state.signins.close(&operator.session);
+            state.signins.close(&operator.session).await;
             None
         }
         Err(e) => {
@@ -425,31 +311,30 @@ pub async fn sign_in(
             &form.next,
         );
     }
-    let (key_id, ends) = match &identity.credential {
+    let (key_id, lasts) = match &identity.credential {
         Credential::ApiKey { id } => (Some(id.clone()), None),
-        Credential::AccessToken { .. } => (None, Some(Instant::now() + TOKEN_SESSION_LIFETIME)),
+        Credential::AccessToken { .. } => (None, Some(TOKEN_SESSION_LIFETIME)),
     };
-    let lifetime = if ends.is_some() {
-        TOKEN_SESSION_LIFETIME
-    } else {
-        SESSION_IDLE
-    };
-    let Some(operator) = state.signins.open(
-        |session, csrf| Operator {
-            name: identity.name.clone(),
-            groups: identity.groups.clone(),
-            scopes: identity.scopes.clone(),
-            key_id,
-            csrf,
-            session,
-            local: false,
-        },
-        ends,
-    ) else {
-        return page::refused(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the system's random source failed, so no session could be made; check the gateway's host",
-        );
+    let lifetime = lasts.unwrap_or(SESSION_IDLE);
+    let opened = state
+        .signins
+        .open(
+            |session, csrf| Operator {
+                name: identity.name.clone(),
+                groups: identity.groups.clone(),
+                scopes: identity.scopes.clone(),
+                key_id,
+                csrf,
+                session,
+                local: false,
+                flash: None,
+            },
+            lasts,
+        )
+        .await;
+    let operator = match opened {
+        Ok(op) => op,
+        Err(why) => return page::refused(StatusCode::INTERNAL_SERVER_ERROR, &why),
     };
     tracing::info!(operator = %operator.name, "signed in to the dashboard");
     let mut response = Redirect::to(next_page(&form.next)).into_response();
@@ -464,7 +349,7 @@ pub async fn sign_out(
     State(state): State<Arc<DashboardState>>,
     axum::Extension(operator): axum::Extension<Arc<Operator>>,
 ) -> Response {
-    state.signins.close(&operator.session);
+    state.signins.close(&operator.session).await;
     let mut response = Redirect::to("/ui/login").into_response();
     if let Some(cookie) = set_cookie(&state, "", Duration::ZERO) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
@@ -503,46 +388,13 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_is_found_among_others_and_sessions_end_when_idle_or_revoked() {
+    fn the_cookie_is_found_among_others() {
         let h = headers(&[("cookie", "a=1; manifold_ui=abc; b=2")]);
         assert_eq!(session_cookie(&h).as_deref(), Some("abc"));
         assert_eq!(
             session_cookie(&headers(&[("cookie", "manifold_uix=1")])),
             None
         );
-        let signins = SignIns::default();
-        let op = signins
-            .open(
-                |session, csrf| Operator {
-                    name: "ops".into(),
-                    groups: vec![],
-                    scopes: vec![],
-                    key_id: Some("k1".into()),
-                    csrf,
-                    session,
-                    local: false,
-                },
-                None,
-            )
-            .unwrap();
-        assert!(signins.find(&op.session).is_some());
-        signins.close_for_keys(&["k1".to_owned()]);
-        assert!(signins.find(&op.session).is_none());
-        let ended = signins
-            .open(
-                |session, csrf| Operator {
-                    name: "t".into(),
-                    groups: vec![],
-                    scopes: vec![],
-                    key_id: None,
-                    csrf,
-                    session,
-                    local: false,
-                },
-                Some(Instant::now()),
-            )
-            .unwrap();
-        assert!(signins.find(&ended.session).is_none());
     }
 
     #[test]
@@ -558,25 +410,5 @@ mod tests {
         ] {
             assert_eq!(next_page(away), "/ui/", "{away}");
         }
-    }
-
-    #[test]
-    fn the_session_table_is_bounded() {
-        let signins = SignIns::default();
-        for _ in 0..MAX_SESSIONS + 5 {
-            signins.open(
-                |session, csrf| Operator {
-                    name: "x".into(),
-                    groups: vec![],
-                    scopes: vec![],
-                    key_id: None,
-                    csrf,
-                    session,
-                    local: false,
-                },
-                None,
-            );
-        }
-        assert_eq!(lock(&signins.0).len(), MAX_SESSIONS);
     }
 }

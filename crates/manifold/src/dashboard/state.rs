@@ -9,7 +9,7 @@ use manifold_config::Config;
 use manifold_gateway::Gateway;
 use manifold_store::Store;
 
-use super::signin::SignIns;
+use super::operator_sessions::SignIns;
 
 /// The configuration in force, shared with `serve`'s reload, which replaces it.
 #[derive(Clone)]
