@@ -9,6 +9,7 @@
 //! `approvers`: `identity:NAME`, `group:G` (a group the answerer's API key in the store carries),
 //! or `caller` (the caller answering their own call).
 
+use manifold_store::timestamps::now_ms;
 use std::sync::Arc;
 
 use clap::Subcommand;
@@ -141,12 +142,6 @@ fn ledger_failed(e: manifold_gateway::approval::ledger::LedgerError) -> Failure 
         e.to_string(),
         "approvals live in the store ([store], or store.sqlite in gateway.data_dir); give this command the gateway's configuration",
     ))
-}
-
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `--as NAME`, else `$USER`, else [`DEFAULT_ANSWERER`].

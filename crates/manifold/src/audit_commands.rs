@@ -7,9 +7,10 @@
 //! its hashes so the chain can be checked offline, away from the store that holds it. All of
 //! them read a page of rows at a time, so a trail of any length costs one page of memory.
 
+use manifold_store::timestamps::now_ms;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::Subcommand;
 use manifold_config::duration::{DurationError, parse_duration_up_to};
@@ -322,12 +323,6 @@ fn parse_time(flag: &str, text: &str, now_ms: i64) -> Result<i64, CliError> {
             example,
         )),
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A store time as people read it (whole seconds, UTC).

@@ -5,6 +5,7 @@
 //! notification (a reconnect) delays a message rather than losing it. Only a PostgreSQL store
 //! relays: one SQLite process has nobody to relay to.
 
+use manifold_store::timestamps::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,13 +31,6 @@ impl std::fmt::Debug for StoreRelay {
             .field("store", &self.store.location().shown())
             .finish()
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 impl RelaySend for StoreRelay {

@@ -9,6 +9,7 @@
 //! `data_dir/oauth` once: each file's tokens are stored unless the store has newer ones for that
 //! server, then the directory is renamed `oauth.imported`.
 
+use manifold_store::timestamps::now_ms;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -47,12 +48,6 @@ fn store_failed(e: &StoreError) -> AuthError {
     AuthError::TokenStore {
         detail: e.to_string(),
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl StoreTokens {

@@ -497,6 +497,18 @@ async fn load(session: &Session, workers: u64, length: Duration) -> Vec<Made> {
     all
 }
 
+/// Four workers calling on `session` for 5 s while `victim` is SIGKILLed at `kill_at`.
+async fn load_killing(session: &Session, victim: Replica, kill_at: Duration) -> Vec<Made> {
+    let loaded = tokio::spawn({
+        let session = session.clone();
+        async move { load(&session, 4, Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(kill_at).await;
+    let Replica { _guard: guard, .. } = victim;
+    guard.kill().unwrap();
+    loaded.await.unwrap()
+}
+
 fn new_key(config: &Path, name: &str) -> String {
     let made = Command::new(MANIFOLD)
         .args(["keys", "create", name, "--config"])
@@ -534,16 +546,7 @@ async fn a_replica_killed_under_load_fails_only_the_calls_it_held_and_the_sessio
     let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
 
     let kill_at = Duration::from_millis(1500);
-    let loaded = tokio::spawn({
-        let session = session.clone();
-        async move { load(&session, 4, Duration::from_secs(5)).await }
-    });
-    tokio::time::sleep(kill_at).await;
-    let Replica {
-        _guard: a_guard, ..
-    } = a;
-    a_guard.kill().unwrap();
-    let made = loaded.await.unwrap();
+    let made = load_killing(&session, a, kill_at).await;
 
     let failed = failures(&made);
     // Only calls in flight on the killed replica fail: at most one per worker, all started
@@ -624,6 +627,8 @@ async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_repli
     let dir = ScratchDir::new("replicas-pg").unwrap();
     let a = replica(dir.path(), "a", &store);
     let b = replica(dir.path(), "b", &store);
+    // A replica that has checked no key yet: checking any key there needs the store.
+    let c = replica(dir.path(), "c", &store);
     let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
     let key = new_key(&dir.path().join("a/manifold.toml"), "steady");
     let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
@@ -634,14 +639,13 @@ async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_repli
         let session = session.clone();
         async move { load(&session, 2, Duration::from_secs(15)).await }
     });
-    // A key no replica has seen yet: checking it needs the store.
     let unseen = new_key(&dir.path().join("a/manifold.toml"), "unseen");
     tokio::time::sleep(down_at).await;
     pg.stop().unwrap();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let refused = http
-        .post(format!("http://{}/mcp", a.addr))
+        .post(format!("http://{}/mcp", c.addr))
         .header("authorization", format!("Bearer {unseen}"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -660,9 +664,9 @@ async fn postgresql_restarted_under_load_fails_only_what_needs_it_and_both_repli
     pg.start_again().unwrap();
     let made = loaded.await.unwrap();
 
-    // The key nobody had seen works once the store is back.
+    // The key works there once the store is back.
     let accepted = http
-        .post(format!("http://{}/mcp", a.addr))
+        .post(format!("http://{}/mcp", c.addr))
         .header("authorization", format!("Bearer {unseen}"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -820,16 +824,7 @@ async fn in_required_mode_a_killed_replica_loses_no_answered_calls_row_and_doubl
     let session = Session::open(&format!("http://127.0.0.1:{port}/mcp"), &key).await;
 
     let kill_at = Duration::from_millis(1500);
-    let loaded = tokio::spawn({
-        let session = session.clone();
-        async move { load(&session, 4, Duration::from_secs(5)).await }
-    });
-    tokio::time::sleep(kill_at).await;
-    let Replica {
-        _guard: a_guard, ..
-    } = a;
-    a_guard.kill().unwrap();
-    let made = loaded.await.unwrap();
+    let made = load_killing(&session, a, kill_at).await;
     let answered: Vec<&String> = made
         .iter()
         .filter_map(|m| m.outcome.as_ref().ok())

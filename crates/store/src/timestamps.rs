@@ -2,6 +2,14 @@
 //! seconds (or milliseconds) since the Unix epoch, shown as RFC 3339 UTC, and read back from
 //! RFC 3339 for `manifold audit search --since`. Both directions here, without a date library.
 
+/// Milliseconds since the Unix epoch now, as the store's `*_ms` columns keep time (0 on a clock
+/// before 1970).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian calendar, by the
 /// days-to-civil algorithm).
 pub fn utc_rfc3339(secs: u64) -> String {

@@ -18,8 +18,9 @@ use super::state::DashboardState;
 use crate::approval_store::StoreApprovals;
 use crate::approvals_commands::{
     ALL_ROWS_SHOWN, Answer, PENDING_ROWS_SHOWN, answer_approval, caller_of, expires_in,
-    how_it_ended, now_ms, span,
+    how_it_ended, span,
 };
+use manifold_store::timestamps::now_ms;
 
 /// One question as the tables show it.
 pub struct Question {

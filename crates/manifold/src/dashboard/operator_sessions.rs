@@ -3,8 +3,9 @@
 //! leaves shows on the next page wherever it is served, and a sign-out or a revoked key ends the
 //! session everywhere. The cookie holds a random id; the store keeps only its SHA-256.
 
+use manifold_store::timestamps::now_ms;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use manifold_store::{DashboardSessionRecord, Store};
 use serde::{Deserialize, Serialize};
@@ -55,13 +56,6 @@ pub fn random_token() -> Option<String> {
 
 fn digest(session: &str) -> String {
     manifold_telemetry::trace_context::hex(&Sha256::digest(session.as_bytes()))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 fn ms(d: Duration) -> i64 {

@@ -66,7 +66,7 @@ fn uptime(d: Option<std::time::Duration>) -> String {
 async fn last_hour(
     state: &DashboardState,
 ) -> (HashMap<String, Vec<(usize, usize)>>, Option<String>) {
-    let now = crate::approvals_commands::now_ms();
+    let now = manifold_store::timestamps::now_ms();
     let filter = AuditFilter {
         since_ms: Some(now - CHART_SPAN_MS),
         ..AuditFilter::default()
