@@ -247,14 +247,20 @@ mod tests {
         assert!(b.check_tool(alice, "git__push", Instant::now()).is_err());
         // The identity bucket of alice was never touched: still full on both.
         assert_eq!(admitted(&b, alice, 2), 2);
-        let keys: Vec<String> = shared.buckets.lock().unwrap().keys().cloned().collect();
-        assert_eq!(keys.len(), 2, "{keys:?}");
+        // The store holds one tool bucket so far; after a round, alice's identity bucket too.
+        let keys = || -> Vec<String> { shared.buckets.lock().unwrap().keys().cloned().collect() };
+        assert_eq!(keys().len(), 1, "{:?}", keys());
+        share_round(&b, &shared).await.unwrap();
+        let mut stored = keys();
+        stored.sort();
+        assert_eq!(stored.len(), 2, "{stored:?}");
         assert!(
-            keys.iter()
-                .all(|k| (k.starts_with("tool/") || k.starts_with("id/"))
-                    && k.len() <= 69
-                    && !k.contains("alice")),
-            "{keys:?}"
+            stored[0].starts_with("id/") && stored[1].starts_with("tool/"),
+            "{stored:?}"
+        );
+        assert!(
+            stored.iter().all(|k| k.len() <= 69 && !k.contains("alice")),
+            "{stored:?}"
         );
     }
 
