@@ -3,14 +3,22 @@
 //! written for its replica and wakes it through PostgreSQL's LISTEN/NOTIFY; each replica reads
 //! what is new for it after its last row, and polls every [`RELAY_POLL`] besides, so a lost
 //! notification (a reconnect) delays a message rather than losing it. Only a PostgreSQL store
-//! relays: one SQLite process has nobody to relay to.
+//! relays: one SQLite process has nobody to relay to. The same store keeps what legacy sessions
+//! asked for (subscriptions, log level, their end: manifold-server's `SharedSessions`), for every
+//! replica to read.
 
 use manifold_store::timestamps::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use manifold_server::relay::{RelayError, RelayFuture, RelaySend, Relayed, SessionRelay};
+use manifold_server::shared_sessions::{
+    SessionChange, SharedSession, SharedSessionError, SharedSessions,
+};
 use manifold_store::{MAX_RELAY_PAGE, Store, StoreLocation};
+use manifold_wire::log_level::LogLevel;
+use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 
 /// How often a replica reads the relay without being woken.
@@ -49,6 +57,72 @@ impl RelaySend for StoreRelay {
     }
 }
 
+/// What legacy sessions asked for, as manifold-server sees it: manifold-store's
+/// `legacy_sessions`, each session named by the SHA-256 of its id.
+struct StoreSessions {
+    store: Arc<Store>,
+}
+
+impl std::fmt::Debug for StoreSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSessions")
+            .field("store", &self.store.location().shown())
+            .finish()
+    }
+}
+
+fn session_digest(session: &str) -> String {
+    manifold_telemetry::trace_context::hex(&Sha256::digest(session.as_bytes()))
+}
+
+impl SharedSessions for StoreSessions {
+    fn load<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SharedSession>, SharedSessionError>> {
+        Box::pin(async move {
+            let record = self
+                .store
+                .legacy_sessions()
+                .get(&session_digest(session))
+                .await
+                .map_err(|e| SharedSessionError {
+                    doing: "read",
+                    reason: e.to_string(),
+                })?;
+            Ok(record.map(|r| SharedSession {
+                subscriptions: r.subscriptions,
+                log_level: r.log_level.as_deref().and_then(LogLevel::parse),
+                ended: r.ended,
+            }))
+        })
+    }
+
+    fn record<'a>(
+        &'a self,
+        session: &'a str,
+        change: &'a SessionChange,
+    ) -> BoxFuture<'a, Result<(), SharedSessionError>> {
+        Box::pin(async move {
+            let sessions = self.store.legacy_sessions();
+            let id = session_digest(session);
+            let at = now_ms();
+            let written = match change {
+                SessionChange::Subscribed(uri) => sessions.subscribe(&id, uri, at).await,
+                SessionChange::Unsubscribed(uri) => sessions.unsubscribe(&id, uri, at).await,
+                SessionChange::LogLevel(level) => {
+                    sessions.set_log_level(&id, level.as_str(), at).await
+                }
+                SessionChange::Ended => sessions.end(&id, at).await,
+            };
+            written.map_err(|e| SharedSessionError {
+                doing: "record",
+                reason: e.to_string(),
+            })
+        })
+    }
+}
+
 /// The reading task; stop it before the store closes (its listener holds a connection).
 pub struct RelayPump {
     stop: watch::Sender<bool>,
@@ -73,30 +147,45 @@ fn replica_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The relay for `store`, and its reading task, when the store is shared (PostgreSQL).
-pub async fn start(store: &Arc<Store>) -> Option<(SessionRelay, RelayPump)> {
+/// The relay for `store`, and its reading task, when the store is shared (PostgreSQL); legacy
+/// sessions' shared state is kept for `session_lifetime` after its last change.
+pub async fn start(
+    store: &Arc<Store>,
+    session_lifetime: Duration,
+) -> Option<(SessionRelay, RelayPump)> {
     if !matches!(store.location(), StoreLocation::Postgres { .. }) {
         return None;
     }
     let replica = replica_id();
     let (inbox_tx, inbox) = mpsc::channel(RELAY_INBOX);
     let (stop, stopping) = watch::channel(false);
-    let task = tokio::spawn(pump(Arc::clone(store), replica.clone(), inbox_tx, stopping));
+    let task = tokio::spawn(pump(
+        Arc::clone(store),
+        replica.clone(),
+        session_lifetime,
+        inbox_tx,
+        stopping,
+    ));
     let sender = Arc::new(StoreRelay {
+        store: Arc::clone(store),
+    });
+    let sessions = Arc::new(StoreSessions {
         store: Arc::clone(store),
     });
     tracing::info!(replica = %replica, "legacy session answers are relayed between replicas through the store");
     Some((
-        SessionRelay::new(replica, sender, inbox),
+        SessionRelay::new(replica, sender, sessions, inbox),
         RelayPump { stop, task },
     ))
 }
 
 /// Reads what is new for this replica whenever woken (or every [`RELAY_POLL`]), hands it to
-/// the server, and prunes old rows now and then.
+/// the server, and prunes old rows now and then (relayed messages after [`RELAY_KEEP`], legacy
+/// sessions unchanged for `session_lifetime`).
 async fn pump(
     store: Arc<Store>,
     replica: String,
+    session_lifetime: Duration,
     inbox: mpsc::Sender<Relayed>,
     mut stopping: watch::Receiver<bool>,
 ) {
@@ -168,6 +257,11 @@ async fn pump(
             let keep_ms = i64::try_from(RELAY_KEEP.as_millis()).unwrap_or(i64::MAX);
             if let Err(e) = relay.prune(now_ms().saturating_sub(keep_ms)).await {
                 tracing::debug!("{e} (pruning relayed messages)");
+            }
+            let lifetime_ms = i64::try_from(session_lifetime.as_millis()).unwrap_or(i64::MAX);
+            let sessions = store.legacy_sessions();
+            if let Err(e) = sessions.prune(now_ms().saturating_sub(lifetime_ms)).await {
+                tracing::debug!("{e} (pruning legacy sessions' shared state)");
             }
         }
     }

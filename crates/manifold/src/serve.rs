@@ -138,7 +138,7 @@ pub async fn serve(
         },
     );
     settings.auth = auth;
-    let relay = crate::relay_store::start(&store).await;
+    let relay = crate::relay_store::start(&store, settings.limits.session_lifetime).await;
     let (relay, relay_pump) = match relay {
         Some((relay, pump)) => (Some(relay), Some(pump)),
         None => (None, None),

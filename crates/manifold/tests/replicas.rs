@@ -1076,6 +1076,171 @@ async fn a_get_stream_resumes_on_another_replica_telling_every_list_may_have_cha
     );
 }
 
+/// The replicas' extra server: the conformance fixture (legacy era, so subscriptions reach it),
+/// whose `test_trigger_resource_update` makes it announce an update of `test://watched-resource`.
+fn fixture_server() -> String {
+    let fixture = manifold_testkit::workspace_binary(
+        "manifold-conformance-fixture",
+        "manifold-conformance-fixture",
+    )
+    .unwrap();
+    format!(
+        "\n[servers.fx]\ncommand = {}\nargs = [\"stdio\"]\nera = \"legacy\"\n",
+        toml_string(&fixture.to_string_lossy())
+    )
+}
+
+/// A legacy session's GET stream on `on`'s replica.
+async fn get_stream(on: &Session) -> Events {
+    let response = on
+        .http
+        .get(&on.url)
+        .header("authorization", format!("Bearer {}", on.key))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &on.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "GET stream on {}", on.url);
+    Events {
+        response,
+        buffer: String::new(),
+    }
+}
+
+/// Triggers an update of the watched resource on `on`'s replica until `stream` hears it; `false`
+/// when it was not heard within a bound (the update went to nobody).
+async fn update_heard(on: &Session, stream: &mut Events, first_id: u64) -> bool {
+    const WATCHED: &str = "fx+test://watched-resource";
+    let heard = async {
+        loop {
+            let m = stream.next().await?;
+            if m["method"] == "notifications/resources/updated" && m["params"]["uri"] == WATCHED {
+                return Some(m);
+            }
+        }
+    };
+    let trigger = async {
+        for n in 0.. {
+            on.call(first_id + n, "fx__test_trigger_resource_update", json!({}))
+                .await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    tokio::select! {
+        m = tokio::time::timeout(Duration::from_secs(15), heard) => matches!(m, Ok(Some(_))),
+        () = trigger => false,
+    }
+}
+
+/// Sends one request of the session and returns its JSON-RPC answer.
+async fn request(on: &Session, id: u64, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let response = on.post(&body).send().await.unwrap();
+    answer_of(response, &json!(id)).await.unwrap()
+}
+
+/// What a legacy session asked for follows it to the other replica: a subscription made on `a`
+/// is heard on `b`, both when `b` first meets the session afterwards and when `b` already held
+/// it; a log level chosen on `a` filters `b`'s log lines; a DELETE on `a` ends the session on
+/// `b`, closing its GET stream there and refusing its next request.
+#[tokio::test]
+async fn what_a_session_asked_for_follows_it_to_another_replica() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-shared-session").unwrap();
+    let extra = fixture_server();
+    let a = replica_with(dir.path(), "a", &store, "127.0.0.1:0", &extra);
+    let b = replica_with(dir.path(), "b", &store, "127.0.0.1:0", &extra);
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let (url_a, url_b) = (
+        format!("http://{}/mcp", a.addr),
+        format!("http://{}/mcp", b.addr),
+    );
+    let watched = json!({"uri": "fx+test://watched-resource"});
+
+    // b meets the session only after the subscription was made on a.
+    let on_a = Session::open(&url_a, &key).await;
+    let subscribed = request(&on_a, 1, "resources/subscribe", watched.clone()).await;
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    let on_b = on_a.at(&url_b);
+    let mut stream_b = get_stream(&on_b).await;
+    assert!(
+        update_heard(&on_b, &mut stream_b, 100).await,
+        "a subscription made on a is heard on b, which met the session afterwards"
+    );
+
+    // b already holds the session (its GET stream is open there) when a subscribes.
+    let other_a = Session::open(&url_a, &key).await;
+    let other_b = other_a.at(&url_b);
+    let mut other_stream = get_stream(&other_b).await;
+    let subscribed = request(&other_a, 2, "resources/subscribe", watched.clone()).await;
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    assert!(
+        update_heard(&other_b, &mut other_stream, 200).await,
+        "a subscription made on a reaches b, which held the session already"
+    );
+
+    // A log level chosen on a filters the info lines of a call on b.
+    let level = request(&other_a, 3, "logging/setLevel", json!({"level": "error"})).await;
+    assert!(level.get("result").is_some(), "{level}");
+    let mut seen = Vec::new();
+    for attempt in 0..40 {
+        let body = json!({"jsonrpc": "2.0", "id": 300 + attempt, "method": "tools/call",
+            "params": {"name": "fx__test_tool_with_logging", "arguments": {}}});
+        let response = other_b.post(&body).send().await.unwrap();
+        let text = response.text().await.unwrap();
+        // A reply with nothing before its answer may come as plain JSON rather than SSE.
+        seen = match serde_json::from_str::<Value>(&text) {
+            Ok(answer) => vec![answer],
+            Err(_) => text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str(d.trim()).ok())
+                .collect(),
+        };
+        if !seen.iter().any(|m| m["method"] == "notifications/message") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        !seen.iter().any(|m| m["method"] == "notifications/message"),
+        "b still sends info lines to a session that chose error on a: {seen:?}"
+    );
+    assert!(
+        seen.last().is_some_and(|m| m.get("result").is_some()),
+        "{seen:?}"
+    );
+
+    // A DELETE on a ends the session on b: its GET stream there closes, its next request is 404.
+    let deleted = other_a
+        .http
+        .delete(&other_a.url)
+        .header("authorization", format!("Bearer {key}"))
+        .header("mcp-session-id", &other_a.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let closed = tokio::time::timeout(Duration::from_secs(15), async {
+        while other_stream.next().await.is_some() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the GET stream on b closed");
+    let refused = other_b
+        .post(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404, "the ended session is refused on b");
+    // The first session was not touched by the other's end.
+    let listed = request(&on_b, 5, "tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+}
+
 /// A dashboard sign-in on one replica is honoured by the other (a balancer may send each click
 /// anywhere), the line an action leaves shows on the next page whichever replica serves it, and a
 /// sign-out on one ends the session on both.

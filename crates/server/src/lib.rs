@@ -21,6 +21,7 @@ pub mod sealed;
 pub mod session;
 pub mod session_key;
 pub mod settings;
+pub mod shared_sessions;
 pub mod stdio;
 pub mod stream_log;
 

@@ -4,7 +4,8 @@
 //! requests a replica sends carry its id (`mf-<replica>.<epoch>-<n>`), so an answer names its
 //! holder; a cancellation of a call not running here goes to every replica. The binary carries the
 //! messages (through the store: PostgreSQL's LISTEN/NOTIFY); this crate decides what to relay and
-//! delivers what arrives.
+//! delivers what arrives. The same way carries the news that a session's shared state changed
+//! (`shared_sessions.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -45,6 +46,8 @@ pub struct Relayed {
 pub struct SessionRelay {
     pub replica: String,
     pub sender: Arc<dyn RelaySend>,
+    /// Where what a session asked for is kept for every replica (`shared_sessions.rs`).
+    pub sessions: Arc<dyn crate::shared_sessions::SharedSessions>,
     inbox: Arc<Mutex<Option<mpsc::Receiver<Relayed>>>>,
 }
 
@@ -52,11 +55,13 @@ impl SessionRelay {
     pub fn new(
         replica: String,
         sender: Arc<dyn RelaySend>,
+        sessions: Arc<dyn crate::shared_sessions::SharedSessions>,
         inbox: mpsc::Receiver<Relayed>,
     ) -> SessionRelay {
         SessionRelay {
             replica,
             sender,
+            sessions,
             inbox: Arc::new(Mutex::new(Some(inbox))),
         }
     }
@@ -121,6 +126,18 @@ pub(crate) async fn deliver(
             continue;
         };
         match Message::decode_str(&relayed.message) {
+            Ok(message) if message.method() == Some(crate::shared_sessions::SESSION_CHANGED) => {
+                let elsewhere =
+                    state.settings.relay.as_ref().is_some_and(|r| {
+                        crate::shared_sessions::is_change_from_elsewhere(r, &message)
+                    });
+                if elsewhere {
+                    tokio::spawn(crate::http::shared_state::take_in_change(
+                        Arc::clone(&state),
+                        session,
+                    ));
+                }
+            }
             Ok(message) => {
                 if session.core.take_unless_request(message).is_some() {
                     tracing::debug!("a relayed request was dropped: only answers are relayed");
@@ -143,10 +160,49 @@ mod tests {
             Box::pin(async { Ok(()) })
         }
     }
+    impl crate::shared_sessions::SharedSessions for Nowhere {
+        fn load<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<
+                Option<crate::shared_sessions::SharedSession>,
+                crate::shared_sessions::SharedSessionError,
+            >,
+        > {
+            Box::pin(async { Ok(None) })
+        }
+        fn record<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a crate::shared_sessions::SessionChange,
+        ) -> futures::future::BoxFuture<'a, Result<(), crate::shared_sessions::SharedSessionError>>
+        {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[test]
+    fn a_session_change_is_taken_in_only_from_another_replica() {
+        let r = relay();
+        let ours = message(
+            r#"{"jsonrpc":"2.0","method":"notifications/manifold/session_changed","params":{"from":"a1b2"}}"#,
+        );
+        let theirs = message(
+            r#"{"jsonrpc":"2.0","method":"notifications/manifold/session_changed","params":{"from":"c3d4"}}"#,
+        );
+        assert!(!crate::shared_sessions::is_change_from_elsewhere(&r, &ours));
+        assert!(crate::shared_sessions::is_change_from_elsewhere(
+            &r, &theirs
+        ));
+        // A relayed session change is never relayed on: only answers and cancellations are.
+        assert_eq!(r.destination(&theirs, |_| false), None);
+    }
 
     fn relay() -> SessionRelay {
         let (_, inbox) = mpsc::channel(1);
-        SessionRelay::new("a1b2".into(), Arc::new(Nowhere), inbox)
+        SessionRelay::new("a1b2".into(), Arc::new(Nowhere), Arc::new(Nowhere), inbox)
     }
 
     fn message(text: &str) -> Message {

@@ -321,6 +321,29 @@ impl ClientSession {
         }
     }
 
+    /// The resources this session is subscribed to, in no particular order.
+    pub fn subscriptions(&self) -> Vec<String> {
+        lock(&self.subscriptions).iter().cloned().collect()
+    }
+
+    /// Stops hearing updates of `uri` (another replica's unsubscribe reached this one).
+    pub fn forget_subscription(&self, uri: &str) {
+        lock(&self.subscriptions).remove(uri);
+    }
+
+    /// Sets the log level chosen on another replica.
+    pub fn set_log_level(&self, level: Option<LogLevel>) {
+        *lock(&self.log_level) = level;
+    }
+
+    /// Who the session's calls are made as, and in which tool set: what its first call set.
+    pub fn heard_as(&self) -> (Option<Arc<Caller>>, Option<Arc<str>>) {
+        match self.audience() {
+            Some(a) => (a.caller().cloned(), a.toolset().map(Arc::from)),
+            None => (None, None),
+        }
+    }
+
     /// The notification this session gets for a gateway event, if any.
     /// A change the caller's rules hide entirely is not heard, and a subscription to a resource
     /// the rules now hide is dropped.
@@ -410,6 +433,14 @@ pub struct CallPeer {
 
 impl DownstreamPeer for CallPeer {
     fn notify(&self, message: Message) {
+        // The session's own level judges its log lines: the upstream's level is set by whichever
+        // session last chose one on this replica's shared connection, or by none on a replica
+        // the session reached later.
+        if message.method() == Some(meta::method::MESSAGE)
+            && !crate::log_filter::admits(*lock(&self.session.log_level), message.params())
+        {
+            return;
+        }
         if !self.outlet.send(&message) {
             tracing::debug!(method = ?message.method(), "a notification for a call could not be delivered");
         }
@@ -792,6 +823,40 @@ mod tests {
         assert!(
             peer.request("roots/list", None).is_none(),
             "no server requests in the modern era"
+        );
+    }
+
+    #[test]
+    fn a_legacy_call_hears_log_lines_at_or_above_its_sessions_level_once_it_chose_one() {
+        let log = |level: &str| {
+            Message::notification(
+                "notifications/message",
+                Some(&format!(r#"{{"level":"{level}","data":"x"}}"#)),
+            )
+        };
+        let session = session();
+        let heard = Arc::new(Collect(Mutex::new(Vec::new())));
+        let peer = CallPeer {
+            session: Arc::clone(&session),
+            outlet: heard.clone(),
+            asked: Arc::new(Mutex::new(Vec::new())),
+        };
+        peer.notify(log("debug"));
+        assert_eq!(lock(&heard.0).len(), 1, "no level chosen: every line");
+        session.set_log_level(Some(LogLevel::Error));
+        peer.notify(log("info"));
+        peer.notify(log("critical"));
+        peer.notify(Message::notification(
+            "notifications/progress",
+            Some(r#"{"progressToken":1,"progress":1}"#),
+        ));
+        assert_eq!(
+            *lock(&heard.0),
+            [
+                "notifications/message",
+                "notifications/message",
+                "notifications/progress"
+            ]
         );
     }
 

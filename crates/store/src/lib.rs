@@ -1,7 +1,7 @@
 //! Manifold's durable store: one API over SQLite (`store.sqlite` in `data_dir`, the default) and
 //! PostgreSQL (`[store] url`, for several replicas), with embedded, checksummed migrations per
 //! backend and a typed repository per concern (API keys, audit trail, OAuth tokens, tool pins,
-//! approvals, authored tools, shared rate-limit buckets, messages relayed between replicas, dashboard sign-ins).
+//! approvals, authored tools, shared rate-limit buckets, messages relayed between replicas, legacy sessions' shared state, dashboard sign-ins).
 
 mod api_keys;
 mod approvals;
@@ -9,6 +9,7 @@ mod audit;
 mod authored_tools;
 mod dashboard_sessions;
 mod error;
+mod legacy_sessions;
 mod location;
 mod oauth_tokens;
 mod pins;
@@ -38,6 +39,10 @@ pub use dashboard_sessions::{
     DashboardSessionRecord, DashboardSessions, MAX_DASHBOARD_SESSION_BYTES,
 };
 pub use error::StoreError;
+pub use legacy_sessions::{
+    LegacySessionRecord, LegacySessions, MAX_LEGACY_LOG_LEVEL_LEN, MAX_LEGACY_SUBSCRIPTIONS,
+    MAX_LEGACY_URI_BYTES,
+};
 pub use location::{
     REDACTED_PASSWORD, SQLITE_FILE_NAME, SQLITE_LOCK_FILE_NAME, StoreLocation, redact_url,
 };

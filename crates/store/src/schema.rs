@@ -51,6 +51,6 @@ mod tests {
     fn both_backends_know_the_same_versions() {
         let versions = |m: &Migrator| m.iter().map(|s| s.version).collect::<Vec<_>>();
         assert_eq!(versions(&SQLITE_MIGRATIONS), versions(&POSTGRES_MIGRATIONS));
-        assert_eq!(latest_version(&SQLITE_MIGRATIONS), 12);
+        assert_eq!(latest_version(&SQLITE_MIGRATIONS), 13);
     }
 }

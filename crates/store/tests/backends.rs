@@ -8,13 +8,14 @@ use std::process::{Command, Stdio};
 
 use manifold_store::{
     AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, BucketSpend,
-    ChainBreak, DashboardSessionRecord, EVERY_REPLICA, MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN,
-    MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH,
-    MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN, MAX_BUCKETS_PER_ROUND,
-    MAX_LEDGER_ARGUMENTS_BYTES, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN,
-    MAX_RELAYED_MESSAGE_BYTES, PinChangeRecord, PinRecord, PinSnapshot, PinWriteRecord, Store,
-    StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey, VerifyReport, audit_row_sha256,
-    latest_version, migrator_for,
+    ChainBreak, DashboardSessionRecord, EVERY_REPLICA, LegacySessionRecord, MAX_API_KEY_GRANTS,
+    MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE,
+    MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN,
+    MAX_BUCKETS_PER_ROUND, MAX_LEDGER_ARGUMENTS_BYTES, MAX_LEGACY_LOG_LEVEL_LEN,
+    MAX_LEGACY_SUBSCRIPTIONS, MAX_LEGACY_URI_BYTES, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES,
+    MAX_PIN_NAME_LEN, MAX_RELAYED_MESSAGE_BYTES, PinChangeRecord, PinRecord, PinSnapshot,
+    PinWriteRecord, Store, StoreError, StoreLocation, TOKEN_KEY_LEN, TokenKey, VerifyReport,
+    audit_row_sha256, latest_version, migrator_for,
 };
 use manifold_testkit::{Postgres, is_root};
 
@@ -435,6 +436,7 @@ on_both_backends!(
     api_keys_keep_grants_and_one_active_name,
     rate_limit_buckets_add_every_spend_and_say_how_far_ahead,
     relayed_messages_reach_their_replica_in_order_and_are_pruned,
+    legacy_session_state_follows_each_change_and_is_pruned,
     dashboard_sessions_are_found_touched_flashed_once_and_closed,
     audit_batches_chain_and_verify,
     audit_tampering_names_the_first_broken_row,
@@ -566,6 +568,110 @@ async fn relayed_messages_reach_their_replica_in_order_and_are_pruned(backend: B
     }
     // A listener holds a connection of the pool, which closing waits for.
     drop(listener);
+    store.close().await;
+}
+
+/// A legacy session's subscriptions, log level and end are read back as written, each change its
+/// own (two writers lose neither), a session nobody wrote is `None`, old sessions are pruned with
+/// their subscriptions, and bounds are refused.
+async fn legacy_session_state_follows_each_change_and_is_pruned(backend: Backend) {
+    let store = Store::open(&backend.location()).await.unwrap();
+    let sessions = store.legacy_sessions();
+    let (s1, s2) = ("a".repeat(64), "B".repeat(64));
+    assert_eq!(sessions.get(&s1).await.unwrap(), None);
+    sessions.subscribe(&s1, "fx+test://b", 1_000).await.unwrap();
+    sessions.subscribe(&s1, "fx+test://a", 1_001).await.unwrap();
+    sessions.subscribe(&s1, "fx+test://a", 1_002).await.unwrap();
+    // Two replicas changing the session at once: both changes stay.
+    let (x, y) = tokio::join!(
+        sessions.subscribe(&s1, "fx+test://c", 1_003),
+        sessions.set_log_level(&s1, "warning", 1_003)
+    );
+    x.unwrap();
+    y.unwrap();
+    sessions
+        .unsubscribe(&s1, "fx+test://b", 1_004)
+        .await
+        .unwrap();
+    sessions
+        .unsubscribe(&s1, "never-subscribed", 1_005)
+        .await
+        .unwrap();
+    assert_eq!(
+        sessions.get(&s1).await.unwrap(),
+        Some(LegacySessionRecord {
+            subscriptions: vec!["fx+test://a".to_owned(), "fx+test://c".to_owned()],
+            log_level: Some("warning".to_owned()),
+            ended: false,
+        })
+    );
+    sessions.end(&s2, 2_000).await.unwrap();
+    let ended = sessions.get(&s2).await.unwrap().unwrap();
+    assert!(ended.ended && ended.subscriptions.is_empty(), "{ended:?}");
+    // s1 was last changed at 1_005: pruning before 1_500 takes it and its subscriptions.
+    assert_eq!(sessions.prune(1_500).await.unwrap(), 1);
+    assert_eq!(sessions.get(&s1).await.unwrap(), None);
+    sessions.subscribe(&s1, "fx+test://z", 3_000).await.unwrap();
+    assert_eq!(
+        sessions.get(&s1).await.unwrap().unwrap().subscriptions,
+        ["fx+test://z"],
+        "no subscription of the pruned session came back"
+    );
+    assert!(sessions.get(&s2).await.unwrap().unwrap().ended);
+
+    let field_of = |e: StoreError| match e {
+        StoreError::Invalid { field, .. } => field,
+        other => panic!("{other}"),
+    };
+    assert_eq!(
+        field_of(sessions.get("not-a-digest").await.unwrap_err()),
+        "id_sha256"
+    );
+    let long_uri = "u".repeat(MAX_LEGACY_URI_BYTES + 1);
+    assert_eq!(
+        field_of(sessions.subscribe(&s1, &long_uri, 1).await.unwrap_err()),
+        "uri"
+    );
+    assert_eq!(
+        field_of(sessions.subscribe(&s1, "", 1).await.unwrap_err()),
+        "uri"
+    );
+    let at_the_bound = "u".repeat(MAX_LEGACY_URI_BYTES);
+    sessions.subscribe(&s1, &at_the_bound, 4_000).await.unwrap();
+    let long_level = "l".repeat(MAX_LEGACY_LOG_LEVEL_LEN + 1);
+    assert_eq!(
+        field_of(
+            sessions
+                .set_log_level(&s1, &long_level, 1)
+                .await
+                .unwrap_err()
+        ),
+        "log_level"
+    );
+    let s3 = "c".repeat(64);
+    for n in 0..MAX_LEGACY_SUBSCRIPTIONS {
+        sessions
+            .subscribe(&s3, &format!("r://{n:05}"), 5_000)
+            .await
+            .unwrap();
+    }
+    let over = sessions
+        .subscribe(&s3, "r://one-more", 5_001)
+        .await
+        .unwrap_err();
+    assert!(matches!(over, StoreError::OverLimit { .. }), "{over}");
+    // A subscription already kept is no new one, even at the bound.
+    sessions.subscribe(&s3, "r://00000", 5_002).await.unwrap();
+    assert_eq!(
+        sessions
+            .get(&s3)
+            .await
+            .unwrap()
+            .unwrap()
+            .subscriptions
+            .len(),
+        MAX_LEGACY_SUBSCRIPTIONS
+    );
     store.close().await;
 }
 

@@ -4,8 +4,8 @@
 //! open streams and their resumption buffers, calls in flight, server requests awaiting answers,
 //! subscriptions and the log level. A session unknown here but sealed with our key is resumed
 //! (another replica or an earlier process minted it). Deleted sessions are remembered in a
-//! bounded tombstone set, per replica: a session deleted on one replica stays usable on another
-//! that never heard of the deletion until it expires (see the README's multi-replica note).
+//! bounded tombstone set; with several replicas a DELETE is also recorded in the shared store and
+//! announced, so every replica refuses the session (`shared_state.rs`).
 //!
 //! A session with no request and no open stream for `session_idle_ttl` expires: it is deleted
 //! here as if the client had sent DELETE. Whenever a session ends for good here (DELETE, idle

@@ -14,6 +14,7 @@ pub mod metering;
 pub mod modern;
 pub mod operator;
 pub mod reply;
+pub(crate) mod shared_state;
 pub mod sse_transport;
 pub mod streamable;
 

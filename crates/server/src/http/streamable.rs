@@ -154,8 +154,8 @@ pub(crate) async fn endpoint(
 ) -> Response {
     match method {
         Method::POST => post(&state, &headers, body).await,
-        Method::GET => get(&state, &headers),
-        Method::DELETE => delete(&state, &headers),
+        Method::GET => get(&state, &headers).await,
+        Method::DELETE => delete(&state, &headers).await,
         _ => reply::method_not_allowed(
             "GET, POST, DELETE",
             "Method Not Allowed: /mcp takes POST (GET and DELETE with a legacy Mcp-Session-Id)",
@@ -226,8 +226,9 @@ pub(crate) fn session_gone(id: Option<&Id>) -> Response {
     )
 }
 
-/// The live session for an id, resuming a sealed one this replica has not seen yet.
-fn open_session(
+/// The live session for an id, resuming a sealed one this replica has not seen yet (and taking
+/// in what other replicas recorded of it: `shared_state.rs`).
+async fn open_session(
     state: &Arc<AppState>,
     sid: &str,
     id: Option<&Id>,
@@ -259,13 +260,15 @@ fn open_session(
         &state.stop,
         state.settings.relay.as_ref().map(|r| r.replica.as_str()),
     );
-    match state.sessions.insert_or_get(session, limits.max_sessions) {
-        Ok(s) => {
-            tracing::debug!("resumed a sealed session on this replica");
-            Ok(s)
-        }
-        Err(_) => Err(Box::new(overloaded(id))),
+    let session = match state.sessions.insert_or_get(session, limits.max_sessions) {
+        Ok(s) => s,
+        Err(_) => return Err(Box::new(overloaded(id))),
+    };
+    if !super::shared_state::revive(state, &session).await {
+        return Err(Box::new(session_gone(id)));
     }
+    tracing::debug!("resumed a sealed session on this replica");
+    Ok(session)
 }
 
 fn overloaded(id: Option<&Id>) -> Response {
@@ -364,7 +367,7 @@ async fn session_post(
     if let Err(r) = legacy_version_header(headers, message.id()) {
         return *r;
     }
-    let session = match open_session(state, sid, message.id()) {
+    let session = match open_session(state, sid, message.id()).await {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -446,16 +449,21 @@ async fn legacy_call(
         json_only: mode == ReplyMode::JsonOnly,
     });
     {
-        let gateway = state.gateway.clone();
+        let state = Arc::clone(state);
         let core = Arc::clone(&session.core);
+        let sid = session.id.clone();
         let log = Arc::clone(&log);
         let token = token.clone();
         let id = id.clone();
         tokio::spawn(super::metering::carrying_http_trace(async move {
-            match run_session_call_as(&gateway, &core, outlet, &message, &token, caller, toolset)
+            let gateway = &state.gateway;
+            match run_session_call_as(gateway, &core, outlet, &message, &token, caller, toolset)
                 .await
             {
-                Some(response) => log.push_final(response.as_str()),
+                Some(response) => {
+                    super::shared_state::share_outcome(&state, &sid, &message, &response).await;
+                    log.push_final(response.as_str());
+                }
                 None => log.finish(),
             }
             core.end(&id);
@@ -544,7 +552,7 @@ pub(crate) fn legacy_reader(
     }
 }
 
-fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
+async fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
     let Some(sid) = header(headers, meta::header::SESSION_ID) else {
         return reply::method_not_allowed(
             "GET, POST, DELETE",
@@ -557,7 +565,7 @@ fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
     if !accepts(headers).sse_ok() {
         return reply::not_acceptable(None, "text/event-stream");
     }
-    let session = match open_session(state, sid, None) {
+    let session = match open_session(state, sid, None).await {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -583,17 +591,24 @@ fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
 
 /// A GET stream resumed from an event another replica sent (that replica went away, or the
 /// balancer moved the client): its events are not here, so the new stream starts by telling the
-/// client that every list may have changed, which is all a GET stream's missed list changes
-/// could have said; what comes next arrives live.
+/// client that every list may have changed and that every resource it subscribed to (as the
+/// store records: `shared_state.rs`) may have been updated, which is all a GET stream's missed
+/// list changes and updates could have said; what comes next arrives live.
 fn resume_foreign_standalone(state: &Arc<AppState>, session: &Arc<LiveSession>) -> Response {
     let log = session.standalone();
     let response = legacy_reader(state, session, &log, Start::Now);
     if response.status().is_success() {
-        for event in [
+        let updates = session
+            .core
+            .subscriptions()
+            .into_iter()
+            .map(|uri| manifold_gateway::GatewayEvent::ResourceUpdated { uri });
+        let lists = [
             manifold_gateway::GatewayEvent::ToolsChanged,
             manifold_gateway::GatewayEvent::PromptsChanged,
             manifold_gateway::GatewayEvent::ResourcesChanged,
-        ] {
+        ];
+        for event in lists.into_iter().chain(updates) {
             if let Some(message) = session.core.event_message(&event) {
                 log.push(message.as_str());
             }
@@ -603,7 +618,7 @@ fn resume_foreign_standalone(state: &Arc<AppState>, session: &Arc<LiveSession>) 
     response
 }
 
-fn delete(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
+async fn delete(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
     let Some(sid) = header(headers, meta::header::SESSION_ID) else {
         return reply::method_not_allowed(
             "GET, POST, DELETE",
@@ -627,6 +642,7 @@ fn delete(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
     state
         .sessions
         .delete(sid, state.settings.limits.max_tombstones);
+    super::shared_state::share_end(state, sid).await;
     tracing::info!("a legacy client ended its session");
     axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,217 @@
+//! What a legacy session asked for, following it from replica to replica: the resources it
+//! subscribed to, the log level it chose, and whether it ended. Behind a load balancer without
+//! affinity a session's next request, or its GET stream, may land on a replica that never saw the
+//! `resources/subscribe`, `logging/setLevel` or `DELETE`; without this, that replica would let the
+//! session miss its updates, flood it with log lines it turned down, or serve it after it ended.
+//!
+//! Every such change is recorded in the shared store (the binary backs [`SharedSessions`] with
+//! manifold-store) before its answer leaves, and announced to every replica through the relay
+//! ([`SESSION_CHANGED`]), so a replica where the session is live now takes the change in at once;
+//! one where it is not yet live reads the state when the session first arrives there. A replica
+//! taking in subscriptions subscribes upstream itself, through the gateway, as the session's
+//! caller (the rules judge it again there).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::future::BoxFuture;
+use manifold_gateway::{Caller, Gateway};
+use manifold_wire::log_level::LogLevel;
+use manifold_wire::{Id, Kind, Message};
+use tokio_util::sync::CancellationToken;
+
+use crate::relay::{EVERY_REPLICA, SessionRelay};
+use crate::session::{ClientSession, Outlet, run_session_call_as};
+
+/// The notification one replica relays to all when a session's shared state changed; its params
+/// name the replica that changed it (`from`), which does not read it back.
+pub const SESSION_CHANGED: &str = "notifications/manifold/session_changed";
+
+/// A session's shared state as the store keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SharedSession {
+    pub subscriptions: Vec<String>,
+    pub log_level: Option<LogLevel>,
+    pub ended: bool,
+}
+
+/// One change to a session's shared state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionChange {
+    Subscribed(String),
+    Unsubscribed(String),
+    LogLevel(LogLevel),
+    Ended,
+}
+
+/// The shared store could not read or record a session's state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the shared store could not {doing} a legacy session's state: {reason}")]
+pub struct SharedSessionError {
+    pub doing: &'static str,
+    pub reason: String,
+}
+
+/// Where sessions' shared state is kept (the binary: manifold-store's `legacy_sessions`).
+pub trait SharedSessions: std::fmt::Debug + Send + Sync {
+    /// The state recorded for `session`; `None` when no replica recorded any.
+    fn load<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SharedSession>, SharedSessionError>>;
+    /// Records one change of `session`.
+    fn record<'a>(
+        &'a self,
+        session: &'a str,
+        change: &'a SessionChange,
+    ) -> BoxFuture<'a, Result<(), SharedSessionError>>;
+}
+
+/// The change a request made, when its answer was a success and it is one that follows the
+/// session.
+pub fn change_of(request: &Message, response: &Message) -> Option<SessionChange> {
+    if response.kind() != Kind::Result {
+        return None;
+    }
+    let uri = || request.params_str(&["uri"]);
+    match request.method()? {
+        "resources/subscribe" => uri().map(SessionChange::Subscribed),
+        "resources/unsubscribe" => uri().map(SessionChange::Unsubscribed),
+        "logging/setLevel" => request
+            .params_str(&["level"])
+            .and_then(|l| LogLevel::parse(&l))
+            .map(SessionChange::LogLevel),
+        _ => None,
+    }
+}
+
+/// Records `change` of session `sid` and tells every other replica. A store that fails is
+/// logged and the change stays on this replica: the request it came from did succeed.
+pub async fn share(relay: &SessionRelay, sid: &str, change: SessionChange) {
+    if let Err(e) = relay.sessions.record(sid, &change).await {
+        tracing::warn!(
+            "{e}; the change stays on this replica until the session's next request reaches another"
+        );
+        return;
+    }
+    let announce = Message::notification(
+        SESSION_CHANGED,
+        Some(&serde_json::json!({ "from": relay.replica }).to_string()),
+    );
+    if let Err(e) = relay
+        .sender
+        .send(EVERY_REPLICA, sid, announce.as_str())
+        .await
+    {
+        tracing::warn!(
+            "{e}; other replicas holding the session read its change when it reaches them next"
+        );
+    }
+}
+
+/// Whether `message` is another replica's [`SESSION_CHANGED`] (this replica's own are ignored).
+pub fn is_change_from_elsewhere(relay: &SessionRelay, message: &Message) -> bool {
+    message.kind() == Kind::Notification
+        && message.method() == Some(SESSION_CHANGED)
+        && message.params_str(&["from"]).as_deref() != Some(relay.replica.as_str())
+}
+
+/// Drops what a session's server questions would need: the resubscriptions made here ask none.
+struct Nowhere;
+
+impl Outlet for Nowhere {
+    fn send(&self, _: &Message) -> bool {
+        false
+    }
+}
+
+static RESUBSCRIPTIONS: AtomicU64 = AtomicU64::new(1);
+
+/// Makes `session` here what the store says it is: its log level, and its subscriptions (each
+/// new one subscribed upstream through the gateway as `caller`, so the rules judge it here too;
+/// one they refuse is not kept). Subscriptions the store no longer has are forgotten here.
+/// Returns `false` when the session has ended.
+pub async fn adopt(
+    gateway: &Gateway,
+    session: &Arc<ClientSession>,
+    shared: SharedSession,
+    caller: Option<Arc<Caller>>,
+    toolset: Option<Arc<str>>,
+) -> bool {
+    if shared.ended {
+        return false;
+    }
+    session.set_log_level(shared.log_level);
+    let held = session.subscriptions();
+    for gone in held.iter().filter(|u| !shared.subscriptions.contains(u)) {
+        session.forget_subscription(gone);
+    }
+    for uri in shared.subscriptions.iter().filter(|u| !held.contains(u)) {
+        let n = RESUBSCRIPTIONS.fetch_add(1, Ordering::Relaxed);
+        let request = Message::request(
+            &Id::Str(format!("mf-resubscribe-{n}").into()),
+            "resources/subscribe",
+            Some(&serde_json::json!({ "uri": uri }).to_string()),
+        );
+        let answer = run_session_call_as(
+            gateway,
+            session,
+            Arc::new(Nowhere),
+            &request,
+            &CancellationToken::new(),
+            caller.clone(),
+            toolset.clone(),
+        )
+        .await;
+        if !answer.is_some_and(|a| a.kind() == Kind::Result) {
+            tracing::debug!(
+                "a subscription another replica recorded was not taken up here (refused or failed)"
+            );
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn message(text: &str) -> Message {
+        Message::decode_str(text).unwrap()
+    }
+
+    #[test]
+    fn only_successful_subscriptions_and_levels_are_changes_that_follow_the_session() {
+        let ok = message(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        let failed = message(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#);
+        let sub = message(
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://b"}}"#,
+        );
+        let unsub = message(
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/unsubscribe","params":{"uri":"a://b"}}"#,
+        );
+        let level = message(
+            r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"error"}}"#,
+        );
+        let bad_level = message(
+            r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"loud"}}"#,
+        );
+        let call = message(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#);
+        assert_eq!(
+            change_of(&sub, &ok),
+            Some(SessionChange::Subscribed("a://b".into()))
+        );
+        assert_eq!(
+            change_of(&unsub, &ok),
+            Some(SessionChange::Unsubscribed("a://b".into()))
+        );
+        assert_eq!(
+            change_of(&level, &ok),
+            Some(SessionChange::LogLevel(LogLevel::Error))
+        );
+        assert_eq!(change_of(&sub, &failed), None);
+        assert_eq!(change_of(&bad_level, &ok), None);
+        assert_eq!(change_of(&call, &ok), None);
+    }
+}
