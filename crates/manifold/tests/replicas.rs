@@ -1241,6 +1241,108 @@ async fn what_a_session_asked_for_follows_it_to_another_replica() {
     assert!(listed.get("result").is_some(), "{listed}");
 }
 
+/// The names `on` sees in `tools/list`.
+async fn tool_names(on: &Session, id: u64) -> Vec<String> {
+    let listed = request(on, id, "tools/list", json!({})).await;
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Lists on `on` until `wanted` holds; how long that took (printed by the caller, never asserted).
+async fn listed_until(on: &Session, what: &str, wanted: impl Fn(&[String]) -> bool) -> Duration {
+    let began = Instant::now();
+    for n in 0.. {
+        if wanted(&tool_names(on, 10_000 + n).await) {
+            return began.elapsed();
+        }
+        assert!(
+            began.elapsed() < HANG_GUARD,
+            "{what}: never listed on {}",
+            on.url
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unreachable!()
+}
+
+/// A pin approval given once (`manifold pins approve` against the shared store) lets every
+/// replica serve the approved definition again, and a tool authored through one replica is
+/// listed and runs on the other; neither needs a restart. The time each took to reach the other
+/// replica is printed (each replica re-reads pins and authored tools every second).
+#[tokio::test]
+async fn a_pin_approval_and_an_authored_tool_reach_every_replica() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-pins-authored").unwrap();
+    let peer = manifold_testkit::test_peer().unwrap();
+    // Authored tools run in the sandbox, whose launcher lies beside `manifold`.
+    manifold_testkit::workspace_binary("manifold-sandbox", "manifold-sandbox-exec").unwrap();
+    let extra = format!(
+        "\n[servers.peer]\ncommand = {}\nargs = [\"stdio\", \"--era\", \"legacy\", \"--behaviour\", \"rug-pull\"]\non_change = \"block\"\n\n[[rules]]\nname = \"authors\"\neffect = \"allow\"\ntools = [\"manifold_create_tool\"]\n",
+        toml_string(&peer.to_string_lossy())
+    );
+    let a = replica_with(dir.path(), "a", &store, "127.0.0.1:0", &extra);
+    let b = replica_with(dir.path(), "b", &store, "127.0.0.1:0", &extra);
+    let config_a = dir.path().join("a/manifold.toml");
+    let key = new_key(&config_a, "alice");
+    let on_a = Session::open(&format!("http://{}/mcp", a.addr), &key).await;
+    let on_b = on_a.at(&format!("http://{}/mcp", b.addr));
+
+    // Each replica's own peer pulls the rug at its first call: echo is withheld on both.
+    for (n, on) in [(1, &on_a), (2, &on_b)] {
+        let echoed = on.call(n, "peer__echo", json!({"message": "hi"})).await;
+        assert_eq!(echoed["result"]["content"][0]["text"], "hi", "{echoed}");
+        listed_until(on, "echo withheld after the rug pull", |names| {
+            names.iter().any(|t| t == "peer__added_later")
+                && !names.iter().any(|t| t == "peer__echo")
+        })
+        .await;
+    }
+    let (approved, out) = cli(&config_a, &["pins", "approve", "peer"]);
+    assert!(approved, "{out}");
+    for on in [&on_a, &on_b] {
+        let took = listed_until(on, "echo approved", |names| {
+            names.iter().any(|t| t == "peer__echo")
+        })
+        .await;
+        println!("the pin approval reached {} in {took:?}", on.url);
+    }
+    let echoed = on_b
+        .call(3, "peer__echo", json!({"message": "again"}))
+        .await;
+    assert!(echoed.get("result").is_some(), "{echoed}");
+
+    // A tool authored through a is listed, and runs, on b.
+    let definition = json!({
+        "name": "word_count",
+        "description": "Counts the words of a text",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "language": "python",
+        "code": "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps({\"words\": len(args[\"text\"].split())}))\n",
+    });
+    let created = on_a.call(4, "manifold_create_tool", definition).await;
+    assert!(
+        created.get("result").is_some() && created["result"]["isError"] != true,
+        "{created}"
+    );
+    let took = listed_until(&on_b, "the authored tool", |names| {
+        names.iter().any(|t| t == "word_count")
+    })
+    .await;
+    println!("the authored tool reached b in {took:?}");
+    let counted = on_b
+        .call(5, "word_count", json!({"text": "one two three"}))
+        .await;
+    assert_eq!(
+        counted["result"]["structuredContent"]["words"], 3,
+        "{counted}"
+    );
+}
+
 /// A dashboard sign-in on one replica is honoured by the other (a balancer may send each click
 /// anywhere), the line an action leaves shows on the next page whichever replica serves it, and a
 /// sign-out on one ends the session on both.
