@@ -788,14 +788,15 @@ mod tests {
         }
     }
 
+    fn log(level: &str) -> Message {
+        Message::notification(
+            "notifications/message",
+            Some(&format!(r#"{{"level":"{level}","data":"x"}}"#)),
+        )
+    }
+
     #[test]
     fn a_modern_call_hears_log_lines_only_at_or_above_its_requested_level() {
-        let log = |level: &str| {
-            Message::notification(
-                "notifications/message",
-                Some(&format!(r#"{{"level":"{level}","data":"x"}}"#)),
-            )
-        };
         let progress = Message::notification(
             "notifications/progress",
             Some(r#"{"progressToken":1,"progress":1}"#),
@@ -828,12 +829,6 @@ mod tests {
 
     #[test]
     fn a_legacy_call_hears_log_lines_at_or_above_its_sessions_level_once_it_chose_one() {
-        let log = |level: &str| {
-            Message::notification(
-                "notifications/message",
-                Some(&format!(r#"{{"level":"{level}","data":"x"}}"#)),
-            )
-        };
         let session = session();
         let heard = Arc::new(Collect(Mutex::new(Vec::new())));
         let peer = CallPeer {
