@@ -127,11 +127,12 @@ impl Outlet for Nowhere {
 
 static RESUBSCRIPTIONS: AtomicU64 = AtomicU64::new(1);
 
-/// Makes `session` here what the store says it is: its log level, and its subscriptions (each
-/// new one subscribed upstream through the gateway as `caller`, so the rules judge it here too;
-/// one they refuse is not kept). Subscriptions the store no longer has are forgotten here.
-/// Returns `false` when the session has ended.
-pub async fn adopt(
+/// Makes `session` here what the store says it is: its log level, and its subscriptions.
+/// Subscriptions the store no longer has are forgotten here at once; each new one is subscribed
+/// upstream through the gateway as `caller` (so the rules judge it here too; one they refuse is
+/// not kept) in a task of its own, so the request that revived the session never waits on an
+/// upstream. Returns `false` when the session has ended.
+pub fn adopt(
     gateway: &Gateway,
     session: &Arc<ClientSession>,
     shared: SharedSession,
@@ -146,7 +147,32 @@ pub async fn adopt(
     for gone in held.iter().filter(|u| !shared.subscriptions.contains(u)) {
         session.forget_subscription(gone);
     }
-    for uri in shared.subscriptions.iter().filter(|u| !held.contains(u)) {
+    let new: Vec<String> = shared
+        .subscriptions
+        .into_iter()
+        .filter(|u| !held.contains(u))
+        .collect();
+    if !new.is_empty() {
+        tokio::spawn(subscribe_upstream(
+            gateway.clone(),
+            Arc::clone(session),
+            new,
+            caller,
+            toolset,
+        ));
+    }
+    true
+}
+
+/// Subscribes `session` to each of `uris` through the gateway, as a client request would.
+async fn subscribe_upstream(
+    gateway: Gateway,
+    session: Arc<ClientSession>,
+    uris: Vec<String>,
+    caller: Option<Arc<Caller>>,
+    toolset: Option<Arc<str>>,
+) {
+    for uri in uris {
         let n = RESUBSCRIPTIONS.fetch_add(1, Ordering::Relaxed);
         let request = Message::request(
             &Id::Str(format!("mf-resubscribe-{n}").into()),
@@ -154,8 +180,8 @@ pub async fn adopt(
             Some(&serde_json::json!({ "uri": uri }).to_string()),
         );
         let answer = run_session_call_as(
-            gateway,
-            session,
+            &gateway,
+            &session,
             Arc::new(Nowhere),
             &request,
             &CancellationToken::new(),
@@ -169,7 +195,6 @@ pub async fn adopt(
             );
         }
     }
-    true
 }
 
 #[cfg(test)]

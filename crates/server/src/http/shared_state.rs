@@ -29,7 +29,7 @@ pub(crate) async fn revive(state: &Arc<AppState>, session: &Arc<LiveSession>) ->
     };
     let caller = super::authn::current_caller();
     let toolset = super::authn::current_toolset();
-    let live = shared_sessions::adopt(&state.gateway, &session.core, shared, caller, toolset).await;
+    let live = shared_sessions::adopt(&state.gateway, &session.core, shared, caller, toolset);
     if !live {
         end_here(state, &session.id);
     }
@@ -44,8 +44,7 @@ pub(crate) async fn take_in_change(state: Arc<AppState>, session: Arc<LiveSessio
     match relay.sessions.load(&session.id).await {
         Ok(Some(shared)) => {
             let (caller, toolset) = session.core.heard_as();
-            if !shared_sessions::adopt(&state.gateway, &session.core, shared, caller, toolset).await
-            {
+            if !shared_sessions::adopt(&state.gateway, &session.core, shared, caller, toolset) {
                 tracing::info!("a legacy session ended on another replica; ended here too");
                 end_here(&state, &session.id);
             }
