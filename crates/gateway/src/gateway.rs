@@ -16,7 +16,8 @@ use crate::builtin;
 use crate::catalog::build::Catalog;
 use crate::catalog::naming::NamingRules;
 use crate::server_requests::ToOriginatingClient;
-use crate::upstream::{Status, Upstream, UpstreamDefinition, UpstreamEvent, supervise};
+use crate::supervisor::supervise;
+use crate::upstream::{Status, Upstream, UpstreamDefinition, UpstreamEvent};
 
 /// How long the first request waits for lazy upstreams to start.
 pub const LAZY_START_WAIT: Duration = Duration::from_secs(30);

@@ -24,6 +24,7 @@ pub mod router;
 pub mod server_requests;
 pub mod sessions;
 pub mod shared_limits;
+pub mod supervisor;
 pub mod tasks;
 pub mod truncate;
 pub mod upstream;

@@ -1,10 +1,11 @@
 //! One supervised upstream: its definition, its live connection, its lists, and why it is down.
 //!
-//! A supervisor task per upstream connects, loads the lists, watches for list changes and for the
-//! connection's end, and reconnects with exponential backoff and jitter. A broken upstream never
-//! blocks the others: callers read its state and fail fast with the recorded cause. A lazy
-//! upstream with `idle_shutdown` is stopped when no call used it for that long, and started again
-//! by the next call that needs it.
+//! A supervisor task per upstream (`supervisor.rs`) connects, loads the lists, watches for list
+//! changes and for the connection's end, and reconnects with exponential backoff and jitter,
+//! changing the state kept here through the narrow interface this file offers it. A broken
+//! upstream never blocks the others: callers read its state and fail fast with the recorded
+//! cause. A lazy upstream with `idle_shutdown` is stopped when no call used it for that long, and
+//! started again by the next call that needs it.
 //!
 //! An upstream that was up and went down keeps its last lists while it is restarted: its names
 //! stay in the catalog (clients see no `list_changed` for a crash and the restart that follows),
@@ -19,13 +20,9 @@ use manifold_upstream::paginate::ListKind;
 use manifold_upstream::transport::stdio::{
     SandboxEnforcement, SandboxNetwork, SandboxReport, StdioSandbox,
 };
-use manifold_upstream::{
-    CallEvent, CallOptions, ConnectOptions, Connection, EraChoice, PeerInfo, ServerRequestHandler,
-    Target, connect,
-};
-use manifold_wire::{ErrorCode, ErrorObject, Message, meta};
+use manifold_upstream::{CallOptions, Connection, EraChoice, PeerInfo, Target};
+use manifold_wire::{ErrorCode, ErrorObject, Message};
 use serde_json::value::RawValue;
-use tokio::sync::watch;
 
 /// First wait before reconnecting a failed upstream.
 pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(500);
@@ -164,7 +161,7 @@ impl UpstreamDefinition {
     }
 
     /// The idle limit that applies: only lazy upstreams are stopped when idle.
-    fn idle_limit(&self) -> Option<Duration> {
+    pub(crate) fn idle_limit(&self) -> Option<Duration> {
         self.idle_shutdown.filter(|_| self.lazy)
     }
 
@@ -571,13 +568,56 @@ impl Upstream {
         live.conn.as_ref().map(Connection::describe)
     }
 
-    fn touch(&self) {
+    /// Whether a call asked for this lazy upstream yet (its supervisor starts it then).
+    pub(crate) fn is_demanded(&self) -> bool {
+        self.demanded.load(Ordering::Acquire)
+    }
+
+    /// Resolves at the next demand (a call that needs the upstream started).
+    pub(crate) async fn demand_notified(&self) {
+        self.demand.notified().await;
+    }
+
+    /// Whether the upstream is stopped for idleness (a demand that cleared it is a real call).
+    pub(crate) fn is_idle_stopped(&self) -> bool {
+        self.idle_stopped.load(Ordering::Acquire)
+    }
+
+    /// The supervisor is connecting.
+    pub(crate) fn set_starting(&self) {
+        write(&self.status, Status::Starting);
+    }
+
+    /// A connection came up (its lists already loaded): calls go to it from now on.
+    pub(crate) fn set_up(&self, conn: &Connection, info: &PeerInfo) {
+        {
+            let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+            live.conn = Some(conn.clone());
+            live.info = Some(info.clone());
+            live.up_since = Some(Instant::now());
+            live.retry_at = None;
+            live.after_crash = false;
+        }
+        write(&self.status, Status::Up);
+    }
+
+    /// Whether the supervisor holds a `subscriptions/listen` call open on the connection.
+    pub(crate) fn set_listening(&self, listening: bool) {
+        self.listening.store(listening, Ordering::Release);
+    }
+
+    /// Counts a restart after a connection that was up went down.
+    pub(crate) fn count_restart(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
     /// Stops the shared connection if no call used it for `limit`; returns it to be closed.
     /// The lists stay, so the catalog keeps offering the tools and a call can start it again.
-    fn take_if_idle(&self, limit: Duration) -> Option<Connection> {
+    pub(crate) fn take_if_idle(&self, limit: Duration) -> Option<Connection> {
         let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
         let conn = live.conn.as_ref()?;
         if conn.in_flight() > usize::from(self.listening.load(Ordering::Acquire)) {
@@ -661,14 +701,14 @@ impl Upstream {
 
     /// Records a failure: `crashed` when a connection that was up ended. The next attempt is in
     /// `retry_in`. The lists stay (see the module documentation).
-    fn set_down(&self, cause: String, crashed: bool, retry_in: Duration) {
+    pub(crate) fn set_down(&self, cause: String, crashed: bool, retry_in: Duration) {
         self.record_failure(&cause, crashed, retry_in);
         write(&self.status, Status::Down { cause });
     }
 
     /// Records the failure that made a crash loop, and withdraws the lists: an upstream that
     /// keeps failing stops offering names it cannot serve for minutes.
-    fn set_crash_loop(&self, cause: String, crashed: bool, retry_in: Duration) {
+    pub(crate) fn set_crash_loop(&self, cause: String, crashed: bool, retry_in: Duration) {
         self.record_failure(&cause, crashed, retry_in);
         write(&self.lists, Arc::new(Lists::default()));
         write(&self.status, Status::CrashLoop { cause });
@@ -725,7 +765,7 @@ impl Upstream {
         }
     }
 
-    async fn reload(&self, conn: &Connection, info: &PeerInfo, kinds: &[ListKind]) {
+    pub(crate) async fn reload(&self, conn: &Connection, info: &PeerInfo, kinds: &[ListKind]) {
         let old = self.lists();
         let mut next = Lists {
             tools: old.tools.iter().map(|r| r.to_owned()).collect(),
@@ -746,305 +786,9 @@ impl Upstream {
     }
 }
 
-const ALL_LISTS: [ListKind; 4] = [
-    ListKind::Tools,
-    ListKind::Resources,
-    ListKind::Templates,
-    ListKind::Prompts,
-];
-
-/// The lists a `notifications/*/list_changed` asks to reload.
-fn lists_changed_by(method: &str) -> Option<&'static [ListKind]> {
-    match method {
-        "notifications/tools/list_changed" => Some(&[ListKind::Tools]),
-        "notifications/prompts/list_changed" => Some(&[ListKind::Prompts]),
-        "notifications/resources/list_changed" => Some(&[ListKind::Resources, ListKind::Templates]),
-        _ => None,
-    }
-}
-
-/// The delay before reconnection attempt `failures` (1-based): doubling, capped, with jitter.
-pub fn backoff(policy: &RestartPolicy, failures: u32) -> Duration {
-    let doubled = policy
-        .backoff_base
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    let capped = doubled.min(policy.backoff_max);
-    // Jitter of up to a fifth, from the clock: spreads restarts of many upstreams apart.
-    let nanos = u64::from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0),
-    );
-    let fifth = capped.as_millis() as u64 / 5;
-    let jitter = if fifth == 0 { 0 } else { nanos % fifth };
-    capped + Duration::from_millis(jitter)
-}
-
-/// How long a `subscriptions/listen` stream may stay open (it is meant to stay open).
-pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// For a modern upstream that announces list changes, opens the `subscriptions/listen` stream the
-/// 2026-07-28 revision uses instead of unsolicited notifications.
-async fn listen_for_changes(conn: &Connection, info: &PeerInfo) -> Option<manifold_upstream::Call> {
-    if info.era != manifold_wire::Era::Modern {
-        return None;
-    }
-    let announces = |cap: &str| {
-        manifold_wire::patch::get(&info.capabilities, &[cap, "listChanged"])
-            .ok()
-            .flatten()
-            .is_some_and(|v| v.trim() == "true")
-    };
-    let params = format!(
-        r#"{{"notifications":{{"toolsListChanged":{},"promptsListChanged":{},"resourcesListChanged":{}}}}}"#,
-        announces("tools"),
-        announces("prompts"),
-        announces("resources")
-    );
-    if !(announces("tools") || announces("prompts") || announces("resources")) {
-        return None;
-    }
-    let options = CallOptions {
-        timeout: LISTEN_TIMEOUT,
-        reset_on_progress: false,
-        max_total: None,
-    };
-    match conn
-        .request("subscriptions/listen", Some(&params), options)
-        .await
-    {
-        Ok(call) => Some(call),
-        Err(e) => {
-            tracing::debug!(server = %conn.server(), error = %e, "could not listen for list changes");
-            None
-        }
-    }
-}
-
-/// Resolves once shutdown is asked for (the watch guard is dropped before returning).
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|s| *s).await;
-}
-
-/// How a connection that was up came to an end.
-enum Ended {
-    /// It closed (crashed, exited, broke the protocol): restart with backoff.
-    Closed(String),
-    /// It was stopped for idleness: wait for the next call.
-    Idle,
-}
-
-/// How often to look at whether an upstream has been idle for `limit`.
-fn idle_check_interval(limit: Duration) -> Duration {
-    (limit / 4).clamp(Duration::from_millis(10), IDLE_CHECK_MAX)
-}
-
-/// Keeps one upstream connected until shutdown.
-pub async fn supervise(
-    upstream: Arc<Upstream>,
-    handler: Arc<dyn ServerRequestHandler>,
-    events: tokio::sync::mpsc::UnboundedSender<UpstreamEvent>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let def = upstream.def.clone();
-    let mut failures = 0u32;
-    let mut recent_failures: std::collections::VecDeque<Instant> =
-        std::collections::VecDeque::new();
-    if def.lazy && !upstream.demanded.load(Ordering::Acquire) {
-        tokio::select! {
-            _ = upstream.demand.notified() => {}
-            _ = stopped(&mut shutdown) => return,
-        }
-    }
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        write(&upstream.status, Status::Starting);
-        let mut options = ConnectOptions::new(def.name.clone());
-        options.era = def.era;
-        options.handler = Arc::clone(&handler);
-        options.client.capabilities = def.client_capabilities.clone();
-        let connected = tokio::select! {
-            c = connect(&def.target, &options) => c,
-            _ = stopped(&mut shutdown) => return,
-        };
-        let (cause, crashed) = match connected {
-            Ok((conn, info)) => {
-                upstream.reload(&conn, &info, &ALL_LISTS).await;
-                {
-                    let mut live = upstream.live.write().unwrap_or_else(|p| p.into_inner());
-                    live.conn = Some(conn.clone());
-                    live.info = Some(info.clone());
-                    live.up_since = Some(Instant::now());
-                    live.retry_at = None;
-                    live.after_crash = false;
-                }
-                write(&upstream.status, Status::Up);
-                failures = 0;
-                tracing::info!(server = %def.name, era = ?info.era, revision = %info.revision, "upstream is up");
-                let _ = events.send(UpstreamEvent::CatalogChanged);
-                let mut notes = conn.take_notifications();
-                let mut listening = listen_for_changes(&conn, &info).await;
-                upstream
-                    .listening
-                    .store(listening.is_some(), Ordering::Release);
-                upstream.touch();
-                let idle_limit = def.idle_limit();
-                // An interval, not a sleep per turn: busy notification traffic must not keep
-                // postponing the look.
-                let mut idle_ticks = idle_limit.map(|limit| {
-                    let mut t = tokio::time::interval(idle_check_interval(limit));
-                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    t
-                });
-                let ended = loop {
-                    let idle_check = async {
-                        match idle_ticks.as_mut() {
-                            Some(t) => {
-                                t.tick().await;
-                            }
-                            None => futures::future::pending().await,
-                        }
-                    };
-                    let note = async {
-                        match notes.as_mut() {
-                            Some(rx) => rx.recv().await,
-                            None => futures::future::pending().await,
-                        }
-                    };
-                    let heard = async {
-                        match listening.as_mut() {
-                            Some(call) => match call.next().await {
-                                Some(Ok(CallEvent::Notification(n))) => Some(n),
-                                // The stream ended or failed: stop listening, keep serving.
-                                _ => None,
-                            },
-                            None => futures::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        n = heard => match n {
-                            Some(n) => {
-                                if let Some(kinds) = lists_changed_by(n.method().unwrap_or_default()) {
-                                    upstream.reload(&conn, &info, kinds).await;
-                                    let _ = events.send(UpstreamEvent::CatalogChanged);
-                                }
-                            }
-                            None => {
-                                listening = None;
-                                upstream.listening.store(false, Ordering::Release);
-                            }
-                        },
-                        cause = conn.closed() => break Ended::Closed(cause),
-                        () = idle_check => {
-                            if let Some(idle) = idle_limit.and_then(|limit| upstream.take_if_idle(limit)) {
-                                drop(listening.take());
-                                upstream.listening.store(false, Ordering::Release);
-                                idle.close().await;
-                                break Ended::Idle;
-                            }
-                        }
-                        _ = stopped(&mut shutdown) => {
-                            conn.close().await;
-                            return;
-                        }
-                        Some(n) = note => {
-                            let method = n.method().unwrap_or_default();
-                            if let Some(kinds) = lists_changed_by(method) {
-                                upstream.reload(&conn, &info, kinds).await;
-                                let _ = events.send(UpstreamEvent::CatalogChanged);
-                            } else if method != meta::method::PROGRESS {
-                                let _ = events.send(UpstreamEvent::Notification { server: def.name.clone(), message: n });
-                            }
-                        }
-                    }
-                };
-                let cause = match ended {
-                    Ended::Closed(cause) => cause,
-                    Ended::Idle => {
-                        tracing::info!(server = %def.name, idle_shutdown = ?idle_limit, "stopped an idle upstream; its next call starts it again");
-                        let _ = events.send(UpstreamEvent::CatalogChanged);
-                        // A wake-up left over from the first demand is not a call: only one
-                        // that cleared `idle_stopped` counts.
-                        loop {
-                            tokio::select! {
-                                _ = upstream.demand.notified() => {}
-                                _ = stopped(&mut shutdown) => return,
-                            }
-                            if !upstream.idle_stopped.load(Ordering::Acquire) {
-                                break;
-                            }
-                        }
-                        failures = 0;
-                        recent_failures.clear();
-                        continue;
-                    }
-                };
-                upstream.listening.store(false, Ordering::Release);
-                upstream.restarts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(server = %def.name, cause = %cause, "upstream went down; restarting");
-                (cause, true)
-            }
-            Err(e) => {
-                tracing::warn!(server = %def.name, error = %e, "could not start upstream");
-                (e.to_string(), false)
-            }
-        };
-        failures = failures.saturating_add(1);
-        recent_failures.push_back(Instant::now());
-        let policy = def.restart;
-        while recent_failures.len() > policy.crash_loop_failures {
-            recent_failures.pop_front();
-        }
-        let looping = recent_failures.len() == policy.crash_loop_failures
-            && recent_failures
-                .front()
-                .is_some_and(|t| t.elapsed() <= policy.crash_loop_window);
-        // The status changes once per failure, with the wait already known, so a call refused
-        // meanwhile can say when the next attempt is.
-        let wait = if looping {
-            tracing::error!(server = %def.name, cause = %cause, retry_in = ?policy.crash_loop_retry, "upstream is in a crash loop; its tools are withdrawn until it is up again");
-            recent_failures.clear();
-            upstream.set_crash_loop(cause, crashed, policy.crash_loop_retry);
-            policy.crash_loop_retry
-        } else {
-            let wait = backoff(&policy, failures);
-            upstream.set_down(cause, crashed, wait);
-            wait
-        };
-        let _ = events.send(UpstreamEvent::CatalogChanged);
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stopped(&mut shutdown) => return,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_then_caps_with_bounded_jitter() {
-        let p = RestartPolicy::default();
-        let first = backoff(&p, 1);
-        assert!(first >= RESTART_BACKOFF_BASE && first <= RESTART_BACKOFF_BASE * 6 / 5);
-        let third = backoff(&p, 3);
-        assert!(third >= RESTART_BACKOFF_BASE * 4 && third <= RESTART_BACKOFF_BASE * 24 / 5);
-        let late = backoff(&p, 40);
-        assert!(late >= RESTART_BACKOFF_MAX && late <= RESTART_BACKOFF_MAX * 6 / 5);
-    }
-
-    #[test]
-    fn list_change_notifications_name_the_lists_to_reload() {
-        assert_eq!(
-            lists_changed_by("notifications/tools/list_changed"),
-            Some(&[ListKind::Tools][..])
-        );
-        assert_eq!(lists_changed_by("notifications/message"), None);
-    }
 
     #[test]
     fn capabilities_for_follows_the_client_even_when_it_changes() {
