@@ -218,6 +218,7 @@ fn node_version() -> String {
     version_of(Path::new("node"), &["--version"])
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
     match id {
         ScenarioId::Latency => {
@@ -367,6 +368,7 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
 }
 
 /// Runs the scenarios asked for and returns the report.
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 pub async fn run(args: RunArgs, command: String) -> Result<Report, String> {
     let started = Instant::now();
     let started_unix = SystemTime::now()

@@ -215,6 +215,7 @@ fn assert_refused(answer: &Answer, status: u16, error: &str, description: &str, 
     );
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_credential_is_refused_with_its_exact_challenge() {
     let rsa = SigningKey::rsa("rsa-1");
@@ -450,6 +451,7 @@ fn base64_json(v: &Value) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_session_answers_only_to_the_identity_that_started_it() {
     let rsa = SigningKey::rsa("rsa-1");

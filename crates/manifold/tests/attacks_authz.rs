@@ -187,6 +187,7 @@ fn error(response: &Value) -> (i64, &str) {
     )
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 #[tokio::test]
 async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     let s = serve_with_rules();

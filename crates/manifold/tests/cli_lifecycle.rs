@@ -511,6 +511,7 @@ fn record(servers: &BTreeMap<String, Vec<u32>>, pids: &mut BTreeSet<u32>) {
 // ---------------------------------------------------------------------------------------------
 // (1) The census.
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn census_nothing_the_gateway_started_survives_it() {
     let dir = temp_dir("census");
@@ -723,6 +724,7 @@ async fn census_nothing_the_gateway_started_survives_it() {
 // ---------------------------------------------------------------------------------------------
 // (2) Reload.
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_applies_changes_by_name_and_keeps_sessions_and_unchanged_servers() {
     let dir = temp_dir("reload");

@@ -1301,6 +1301,7 @@ async fn audit_prune_keeps_an_anchor_the_rest_chains_on(backend: Backend) {
 }
 
 /// Search matches each filter field and the time range, newest first; pages run oldest first.
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 async fn audit_search_and_page_order(backend: Backend) {
     let store = Store::open(&backend.location()).await.unwrap();
     let audit = store.audit();

@@ -33,6 +33,7 @@ enum Slot {
 }
 
 /// Times every case on every contender of `fleet` that is up.
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 pub async fn measure(fleet: &Fleet, cases: &[Case], plan: &Plan) -> Vec<Row> {
     let mut slots: Vec<Vec<Slot>> = Vec::with_capacity(cases.len());
     for case in cases {

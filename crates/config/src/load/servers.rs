@@ -274,6 +274,7 @@ struct Fields {
     on_change: Option<OnChange>,
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 fn read_fields(reader: &mut Reader<'_>, table: &DeTable<'_>, path: &str) -> Fields {
     let field = |k: &str| key_path(path, k);
     let mut kind = KindFields::default();

@@ -120,6 +120,7 @@ pub(crate) fn read_tools(
     out
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 fn read_tool(
     reader: &mut Reader<'_>,
     path: &str,

@@ -287,6 +287,7 @@ impl Approvals {
     }
 
     /// Holds one call an ask rule matched until a person answers.
+    #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
     pub async fn hold(
         &self,
         ctx: &RequestContext,
@@ -622,6 +623,7 @@ impl Approvals {
     }
 
     /// The modern client's retry answering an `input_required` question.
+    #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
     async fn answer_retry(
         &self,
         ctx: &RequestContext,

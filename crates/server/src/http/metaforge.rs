@@ -186,6 +186,7 @@ async fn tool_list(state: &AppState, who: &OnBehalf, id: &Value) -> Response {
     success(id, json!({ "tools": manifests }))
 }
 
+#[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
 async fn tool_call(state: &AppState, who: &OnBehalf, id: &Value, params: &Value) -> Response {
     let trace_id = params.get("trace_id").cloned().unwrap_or(Value::Null);
     let mut extra = Map::new();
