@@ -12,6 +12,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 
 use manifold_wire::{Kind, Message, meta};
+
+use crate::shared_sessions::{SESSION_CHANGED, SessionChange, SharedSessions};
 use tokio::sync::mpsc;
 
 /// Addressed to every replica.
@@ -47,7 +49,7 @@ pub struct SessionRelay {
     pub replica: String,
     pub sender: Arc<dyn RelaySend>,
     /// Where what a session asked for is kept for every replica (`shared_sessions.rs`).
-    pub sessions: Arc<dyn crate::shared_sessions::SharedSessions>,
+    pub sessions: Arc<dyn SharedSessions>,
     inbox: Arc<Mutex<Option<mpsc::Receiver<Relayed>>>>,
 }
 
@@ -55,7 +57,7 @@ impl SessionRelay {
     pub fn new(
         replica: String,
         sender: Arc<dyn RelaySend>,
-        sessions: Arc<dyn crate::shared_sessions::SharedSessions>,
+        sessions: Arc<dyn SharedSessions>,
         inbox: mpsc::Receiver<Relayed>,
     ) -> SessionRelay {
         SessionRelay {
@@ -64,6 +66,38 @@ impl SessionRelay {
             sessions,
             inbox: Arc::new(Mutex::new(Some(inbox))),
         }
+    }
+
+    /// Records `change` of session `sid` and tells every other replica. A store that fails is
+    /// logged and the change stays on this replica: the request it came from did succeed.
+    pub async fn share(&self, sid: &str, change: SessionChange) {
+        if let Err(e) = self.sessions.record(sid, &change).await {
+            tracing::warn!(
+                "{e}; the change stays on this replica until the session's next request reaches another"
+            );
+            return;
+        }
+        let announce = Message::notification(
+            SESSION_CHANGED,
+            Some(&serde_json::json!({ "from": self.replica }).to_string()),
+        );
+        if let Err(e) = self
+            .sender
+            .send(EVERY_REPLICA, sid, announce.as_str())
+            .await
+        {
+            tracing::warn!(
+                "{e}; other replicas holding the session read its change when it reaches them next"
+            );
+        }
+    }
+
+    /// Whether `message` is another replica's [`SESSION_CHANGED`] (this replica's own are
+    /// ignored).
+    pub fn is_change_from_elsewhere(&self, message: &Message) -> bool {
+        message.kind() == Kind::Notification
+            && message.method() == Some(SESSION_CHANGED)
+            && message.params_str(&["from"]).as_deref() != Some(self.replica.as_str())
     }
 
     /// The incoming messages; `None` once taken.
@@ -126,11 +160,12 @@ pub(crate) async fn deliver(
             continue;
         };
         match Message::decode_str(&relayed.message) {
-            Ok(message) if message.method() == Some(crate::shared_sessions::SESSION_CHANGED) => {
-                let elsewhere =
-                    state.settings.relay.as_ref().is_some_and(|r| {
-                        crate::shared_sessions::is_change_from_elsewhere(r, &message)
-                    });
+            Ok(message) if message.method() == Some(SESSION_CHANGED) => {
+                let elsewhere = state
+                    .settings
+                    .relay
+                    .as_ref()
+                    .is_some_and(|r| r.is_change_from_elsewhere(&message));
                 if elsewhere {
                     tokio::spawn(crate::http::shared_state::take_in_change(
                         Arc::clone(&state),
@@ -192,10 +227,8 @@ mod tests {
         let theirs = message(
             r#"{"jsonrpc":"2.0","method":"notifications/manifold/session_changed","params":{"from":"c3d4"}}"#,
         );
-        assert!(!crate::shared_sessions::is_change_from_elsewhere(&r, &ours));
-        assert!(crate::shared_sessions::is_change_from_elsewhere(
-            &r, &theirs
-        ));
+        assert!(!r.is_change_from_elsewhere(&ours));
+        assert!(r.is_change_from_elsewhere(&theirs));
         // A relayed session change is never relayed on: only answers and cancellations are.
         assert_eq!(r.destination(&theirs, |_| false), None);
     }

@@ -6,7 +6,7 @@
 //!
 //! Every such change is recorded in the shared store (the binary backs [`SharedSessions`] with
 //! manifold-store) before its answer leaves, and announced to every replica through the relay
-//! ([`SESSION_CHANGED`]), so a replica where the session is live now takes the change in at once;
+//! ([`SESSION_CHANGED`], `SessionRelay::share` in `relay.rs`), so a replica where the session is live now takes the change in at once;
 //! one where it is not yet live reads the state when the session first arrives there. A replica
 //! taking in subscriptions subscribes upstream itself, through the gateway, as the session's
 //! caller (the rules judge it again there).
@@ -20,7 +20,6 @@ use manifold_wire::log_level::LogLevel;
 use manifold_wire::{Id, Kind, Message};
 use tokio_util::sync::CancellationToken;
 
-use crate::relay::{EVERY_REPLICA, SessionRelay};
 use crate::session::{ClientSession, Outlet, run_session_call_as};
 
 /// The notification one replica relays to all when a session's shared state changed; its params
@@ -83,37 +82,6 @@ pub fn change_of(request: &Message, response: &Message) -> Option<SessionChange>
             .map(SessionChange::LogLevel),
         _ => None,
     }
-}
-
-/// Records `change` of session `sid` and tells every other replica. A store that fails is
-/// logged and the change stays on this replica: the request it came from did succeed.
-pub async fn share(relay: &SessionRelay, sid: &str, change: SessionChange) {
-    if let Err(e) = relay.sessions.record(sid, &change).await {
-        tracing::warn!(
-            "{e}; the change stays on this replica until the session's next request reaches another"
-        );
-        return;
-    }
-    let announce = Message::notification(
-        SESSION_CHANGED,
-        Some(&serde_json::json!({ "from": relay.replica }).to_string()),
-    );
-    if let Err(e) = relay
-        .sender
-        .send(EVERY_REPLICA, sid, announce.as_str())
-        .await
-    {
-        tracing::warn!(
-            "{e}; other replicas holding the session read its change when it reaches them next"
-        );
-    }
-}
-
-/// Whether `message` is another replica's [`SESSION_CHANGED`] (this replica's own are ignored).
-pub fn is_change_from_elsewhere(relay: &SessionRelay, message: &Message) -> bool {
-    message.kind() == Kind::Notification
-        && message.method() == Some(SESSION_CHANGED)
-        && message.params_str(&["from"]).as_deref() != Some(relay.replica.as_str())
 }
 
 /// Drops what a session's server questions would need: the resubscriptions made here ask none.

@@ -66,14 +66,14 @@ pub(crate) async fn share_outcome(
         return;
     };
     if let Some(change) = shared_sessions::change_of(request, response) {
-        shared_sessions::share(relay, sid, change).await;
+        relay.share(sid, change).await;
     }
 }
 
 /// A client ended session `sid` here (DELETE): every replica refuses it from now on.
 pub(crate) async fn share_end(state: &AppState, sid: &str) {
     if let Some(relay) = &state.settings.relay {
-        shared_sessions::share(relay, sid, SessionChange::Ended).await;
+        relay.share(sid, SessionChange::Ended).await;
     }
 }
 
