@@ -19,7 +19,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::ListenFilter;
-use crate::http::modern::MODERN_METHODS;
 use crate::limits::MAX_IN_FLIGHT;
 use crate::modern_meta::{looks_modern, read_meta};
 use crate::session::{ClientSession, ModernPeer, Outlet, negotiate, run_call, run_session_call};
@@ -220,7 +219,7 @@ impl Connection {
             return self.writer.answer(&r).await;
         }
         let is_listen = method == meta::method::SUBSCRIPTIONS_LISTEN;
-        if !is_listen && !MODERN_METHODS.contains(&method) {
+        if !is_listen && !meta::MODERN_METHODS.contains(&method) {
             let e = ErrorObject::new(
                 ErrorCode::MethodNotFound,
                 format!(

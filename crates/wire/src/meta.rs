@@ -48,6 +48,23 @@ pub mod method {
     pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
 }
 
+/// The requests Manifold serves to 2026-07-28 clients besides `server/discover` and
+/// `subscriptions/listen`: one list for every transport that speaks that era.
+pub const MODERN_METHODS: [&str; 11] = [
+    method::TOOLS_LIST,
+    method::TOOLS_CALL,
+    method::PROMPTS_LIST,
+    method::PROMPTS_GET,
+    method::RESOURCES_LIST,
+    method::RESOURCES_READ,
+    method::TEMPLATES_LIST,
+    "completion/complete",
+    // The tasks extension; the gateway answers -32021 to clients that did not declare it.
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+];
+
 /// The methods whose `Mcp-Name` header is required in the modern era, and the params key it mirrors
 /// (the tasks extension's follow-up methods mirror the task id).
 pub fn name_param_of(method: &str) -> Option<&'static str> {

@@ -29,22 +29,6 @@ use crate::modern_meta::{read_meta, stated_revision};
 use crate::session::{ModernPeer, Outlet, run_call};
 use crate::stream_log::{ReaderOptions, StreamLog};
 
-/// Methods served to modern clients (besides `server/discover` and `subscriptions/listen`).
-pub const MODERN_METHODS: [&str; 11] = [
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "completion/complete",
-    // The tasks extension; the gateway answers -32021 to clients that did not declare it.
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-];
-
 /// Decodes a `=?base64?...?=` header value (the spec's encoding of non-ASCII values).
 pub fn decode_header_value(value: &str) -> Option<String> {
     match value
@@ -278,7 +262,7 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
         }
         return r;
     }
-    if !MODERN_METHODS.contains(&method) {
+    if !meta::MODERN_METHODS.contains(&method) {
         return reply::error(
             StatusCode::NOT_FOUND,
             Some(&request_id),
