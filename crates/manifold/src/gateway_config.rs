@@ -183,8 +183,7 @@ pub fn upstream_definitions(config: &Config, stored: &Stored) -> Vec<UpstreamDef
         .enabled_servers()
         .map(|s| {
             // OAuth servers keep their tokens (from `manifold login`, refreshed) in the store.
-            let target =
-                manifold_upstream::auth::with_token_store(s.target(), &stored.tokens, &s.name);
+            let target = s.target().with_token_store(&stored.tokens, &s.name);
             let mut def = UpstreamDefinition::new(s.name.clone(), target);
             def.prefix = s.prefix.clone();
             def.era = s.era;

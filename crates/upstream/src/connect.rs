@@ -2,96 +2,17 @@
 //!
 //! A [`Target`] names a stdio command or a URL; [`connect`] starts the right transport, negotiates
 //! the era, and for URLs walks the specification's fallback from Streamable HTTP to legacy SSE.
+//! The target (`target.rs`), the HTTP spec (`http_spec.rs`) and the options
+//! (`connect_options.rs`) are below this file, so that the transports can read them.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::connection::{Connection, RefuseServerRequests, ServerRequestHandler};
+use crate::connect_options::ConnectOptions;
+use crate::connection::Connection;
 use crate::error::UpstreamError;
-use crate::negotiate::{ClientIdentity, EraChoice, PeerInfo};
-use crate::transport::stdio::{self, StdioSpec};
-
-/// Which HTTP transport to use for a URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HttpTransportChoice {
-    /// Streamable HTTP, falling back to legacy HTTP+SSE.
-    #[default]
-    Auto,
-    StreamableHttp,
-    /// Legacy HTTP+SSE (`GET` the SSE endpoint, `POST` to the endpoint it names).
-    Sse,
-}
-
-/// How to reach an HTTP server. Equal specs reach the same endpoint the same way (what a
-/// configuration reload compares).
-#[derive(Clone, Default, PartialEq)]
-pub struct HttpSpec {
-    pub url: String,
-    pub transport: HttpTransportChoice,
-    /// Extra request headers (name, value), e.g. authorization.
-    pub headers: Vec<(String, String)>,
-    /// PEM file of extra trusted CA certificates.
-    pub ca_bundle: Option<PathBuf>,
-    /// PEM file with the client certificate chain and private key for mTLS.
-    pub client_identity: Option<PathBuf>,
-    /// Allow plain `http://` to hosts other than loopback.
-    pub allow_insecure_http: bool,
-    /// Credentials beyond the static headers: OAuth, or the caller's token passed through.
-    pub auth: crate::auth::HttpAuth,
-}
-
-impl std::fmt::Debug for HttpSpec {
-    /// Header values (authorization) and URL query strings may hold secrets: both are hidden.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown_url = self.url.split(['?', '#']).next().unwrap_or_default();
-        f.debug_struct("HttpSpec")
-            .field("url", &shown_url)
-            .field("transport", &self.transport)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(k, _)| format!("{k}: <redacted>"))
-                    .collect::<Vec<_>>(),
-            )
-            .field("ca_bundle", &self.ca_bundle)
-            .field("client_identity", &self.client_identity)
-            .field("allow_insecure_http", &self.allow_insecure_http)
-            .field("auth", &self.auth)
-            .finish()
-    }
-}
-
-/// Where a server is.
-#[derive(Debug, Clone)]
-pub enum Target {
-    Stdio(StdioSpec),
-    Http(HttpSpec),
-    /// An API described by an OpenAPI document, answered by Manifold itself.
-    OpenApi(crate::transport::openapi::OpenApiSpec),
-}
-
-/// Everything a connection needs besides the target.
-#[derive(Clone)]
-pub struct ConnectOptions {
-    /// The server's name in logs and errors.
-    pub server: String,
-    pub era: EraChoice,
-    pub client: ClientIdentity,
-    pub handler: Arc<dyn ServerRequestHandler>,
-}
-
-impl ConnectOptions {
-    pub fn new(server: impl Into<String>) -> ConnectOptions {
-        ConnectOptions {
-            server: server.into(),
-            era: EraChoice::Auto,
-            client: ClientIdentity::default(),
-            handler: Arc::new(RefuseServerRequests),
-        }
-    }
-}
+use crate::negotiate::{EraChoice, PeerInfo};
+use crate::target::Target;
+use crate::transport::stdio;
 
 /// Starts the transport and negotiates. On failure nothing is left running.
 pub async fn connect(
@@ -189,30 +110,3 @@ pub async fn connect_within(
 
 /// How a set-up timeout names its phase when no request was waiting (an HTTP connection).
 pub const SETUP_PHASE: &str = "the connection set-up";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_output_hides_secret_values() {
-        let http = HttpSpec {
-            url: "https://h/mcp?token=s3cret".to_owned(),
-            headers: vec![("Authorization".to_owned(), "Bearer s3cret".to_owned())],
-            ..HttpSpec::default()
-        };
-        let stdio = StdioSpec {
-            command: "srv".to_owned(),
-            env: vec![("API_KEY".to_owned(), "s3cret".to_owned())],
-            ..StdioSpec::default()
-        };
-        for shown in [
-            format!("{http:?}"),
-            format!("{stdio:?}"),
-            format!("{:?}", Target::Http(http.clone())),
-        ] {
-            assert!(!shown.contains("s3cret"), "{shown}");
-        }
-        assert!(format!("{stdio:?}").contains("API_KEY=<redacted>"));
-    }
-}

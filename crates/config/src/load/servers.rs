@@ -919,9 +919,7 @@ pub(crate) fn url_problem(raw: &str, allow_insecure_http: bool) -> Option<(Strin
     };
     match url.scheme() {
         "https" => {}
-        "http"
-            if manifold_upstream::transport::http::client::is_loopback(&url)
-                || allow_insecure_http => {}
+        "http" if manifold_upstream::http_client::is_loopback(&url) || allow_insecure_http => {}
         "http" => {
             return Some((
                 "uses plain http:// to a host other than this machine, so credentials and tool arguments would cross the network unencrypted".to_owned(),

@@ -305,7 +305,7 @@ fn check_redirect_uri(reader: &mut Reader<'_>, t: &Text) {
     match Url::parse(t.value.trim()) {
         Ok(u)
             if u.scheme() == "http"
-                && manifold_upstream::transport::http::client::is_loopback(&u)
+                && manifold_upstream::http_client::is_loopback(&u)
                 && u.port().is_some()
                 && u.query().is_none()
                 && u.fragment().is_none() => {}

@@ -139,12 +139,12 @@ impl HeadlessConsent {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(crate::transport::http::client::CONNECT_TIMEOUT)
+            .connect_timeout(crate::http_client::CONNECT_TIMEOUT)
             .build()
             .map_err(|e| AuthError::Consent {
                 detail: format!(
                     "could not set up an HTTP client: {}",
-                    crate::transport::http::client::describe_error(&e)
+                    crate::http_client::describe_error(&e)
                 ),
             })?;
         Ok(HeadlessConsent {
@@ -172,7 +172,7 @@ impl ConsentDriver for HeadlessConsent {
             .map_err(|e| {
                 failed(format!(
                     "the authorization endpoint could not be reached: {}",
-                    crate::transport::http::client::send_failure(&e)
+                    crate::http_client::send_failure(&e)
                 ))
             })?;
             let location = response

@@ -15,7 +15,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::error::AuthError;
-use crate::transport::http::client::{
+use crate::http_client::{
     BodyError, check_url, describe_error, excerpt, read_body_limited, send_failure,
 };
 
@@ -159,12 +159,12 @@ fn form_encode(s: &str) -> String {
 
 /// Builds the authorization client for a server: its TLS settings, none of its headers.
 pub fn client_for(
-    spec: &crate::connect::HttpSpec,
+    spec: &crate::http_spec::HttpSpec,
     server: &str,
 ) -> Result<reqwest::Client, AuthError> {
     let mut bare = spec.clone();
     bare.headers.clear();
-    crate::transport::http::client::build_client(&bare, server).map_err(|e| AuthError::Settings {
+    crate::http_client::build_client(&bare, server).map_err(|e| AuthError::Settings {
         detail: describe_error(&e),
     })
 }
@@ -199,7 +199,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_document_at_the_cap_is_read_and_one_byte_more_is_refused_naming_the_cap() {
-        let client = client_for(&crate::connect::HttpSpec::default(), "peer").unwrap();
+        let client = client_for(&crate::http_spec::HttpSpec::default(), "peer").unwrap();
         let http = AuthHttp::new(client, false);
         let at_cap = serve_document(json_string_of(MAX_DOCUMENT)).await;
         let answer = http.get_json(&at_cap, "metadata").await.unwrap();

@@ -28,16 +28,12 @@ pub mod settings;
 pub mod store;
 pub mod token;
 
-use std::sync::Arc;
-
 pub use consent::{ConsentDriver, HeadlessConsent};
 pub use error::AuthError;
 pub use request::RequestAuthorizer;
 pub use session::{LoginSummary, OAuthClient};
 pub use settings::{Grant, OAuthSettings};
 pub use store::{FileTokenStore, StoredCredentials, TokenFile, TokenStore, TokenStoreFuture};
-
-use crate::connect::{HttpSpec, Target};
 
 /// The directory, under the data directory, where earlier versions kept OAuth credentials (one
 /// file per server); Manifold imports it into its store once.
@@ -92,18 +88,4 @@ impl std::fmt::Debug for HttpAuth {
             HttpAuth::Passthrough => f.write_str("Passthrough"),
         }
     }
-}
-
-/// Gives an HTTP target's OAuth client `store`, so that tokens obtained by `manifold login`, and
-/// refreshed ones, persist. Other targets, and clients that have a store, come back unchanged.
-pub fn with_token_store(mut target: Target, store: &Arc<dyn TokenStore>, server: &str) -> Target {
-    if let Target::Http(HttpSpec {
-        auth: HttpAuth::OAuth(client),
-        ..
-    }) = &mut target
-        && !client.has_store()
-    {
-        *client = client.with_store(Arc::clone(store), server);
-    }
-    target
 }

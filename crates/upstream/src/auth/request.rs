@@ -17,9 +17,9 @@ use super::error::AuthError;
 use super::http::{AuthHttp, client_for};
 use super::passthrough;
 use super::session::{Binding, LoginSummary, OAuthClient};
-use crate::connect::HttpSpec;
 use crate::error::UpstreamError;
-use crate::transport::http::client::{check_url, send_failure};
+use crate::http_client::{check_url, send_failure};
+use crate::http_spec::HttpSpec;
 
 /// Why a request was not sent (or not answered).
 #[derive(Debug)]
@@ -213,7 +213,7 @@ impl OAuthClient {
                 detail: e.to_string(),
             })?;
         let http = AuthHttp::new(client_for(spec, server)?, spec.allow_insecure_http);
-        let challenge = match crate::transport::http::client::build_client(spec, server) {
+        let challenge = match crate::http_client::build_client(spec, server) {
             Ok(client) => probe(&client, &url).await.unwrap_or_default(),
             Err(_) => BearerChallenge::default(),
         };

@@ -15,11 +15,11 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::task::AbortHandle;
 use url::Url;
 
-use super::client::{excerpt, media_type, read_error_body};
 use super::sse_stream::{SseItem, SseReader};
 use crate::auth::RequestAuthorizer;
 use crate::connection::lock;
 use crate::error::UpstreamError;
+use crate::http_client::{excerpt, media_type, read_error_body};
 use crate::transport::{Inbound, InboundTx, Transport};
 
 /// How long the server may take to name its message endpoint.

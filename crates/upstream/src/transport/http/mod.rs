@@ -5,7 +5,6 @@
 //! `initialize`); only when `initialize` is refused with HTTP 400/404/405 and no JSON-RPC body
 //! does it fall back to HTTP+SSE, which speaks the legacy era only.
 
-pub mod client;
 pub mod headers;
 pub mod legacy_sse;
 pub mod sse_stream;
@@ -18,9 +17,11 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use crate::auth::RequestAuthorizer;
-use crate::connect::{ConnectOptions, HttpSpec, HttpTransportChoice};
+use crate::connect_options::ConnectOptions;
 use crate::connection::Connection;
 use crate::error::UpstreamError;
+use crate::http_client as client;
+use crate::http_spec::{HttpSpec, HttpTransportChoice};
 use crate::negotiate::{EraChoice, PeerInfo};
 use crate::transport::{INBOUND_QUEUE, Transport};
 

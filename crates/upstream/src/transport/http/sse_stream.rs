@@ -11,7 +11,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use manifold_wire::sse::{SseEvent, SseFault, SseParser};
 
-use super::client::describe_error;
+use crate::http_client::describe_error;
 
 /// What the stream yielded.
 #[derive(Debug)]

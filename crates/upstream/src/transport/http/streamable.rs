@@ -24,14 +24,14 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use tokio::task::AbortHandle;
 use url::Url;
 
-use super::client::{
-    BodyError, MAX_JSON_BODY, excerpt, media_type, read_body_limited, read_error_body,
-};
 use super::headers::{ToolHeaders, modern_headers};
 use super::sse_stream::{SseEnd, SseItem, SseReader};
 use crate::auth::RequestAuthorizer;
 use crate::connection::lock;
 use crate::error::UpstreamError;
+use crate::http_client::{
+    BodyError, MAX_JSON_BODY, excerpt, media_type, read_body_limited, read_error_body,
+};
 use crate::transport::{Inbound, InboundTx, RejectedTool, Transport};
 
 /// Times a broken legacy SSE stream is resumed without receiving a message in between.

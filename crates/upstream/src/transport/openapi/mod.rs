@@ -13,10 +13,10 @@ use futures::future::BoxFuture;
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, Revision};
 use serde_json::{Value, json};
 
-use super::http::client::{build_client, check_url, describe_error, read_body_limited};
 use super::{Inbound, InboundTx, Transport};
-use crate::connect::HttpSpec;
 use crate::error::UpstreamError;
+use crate::http_client::{build_client, check_url, describe_error, read_body_limited};
+use crate::http_spec::HttpSpec;
 use document::{Location, Operation};
 
 /// Largest API answer read into a result (the gateway cuts results to its own bound after).
@@ -331,7 +331,7 @@ async fn perform(client: &reqwest::Client, base: &str, op: &Operation, arguments
         }
     };
     let status = response.status();
-    let json_answer = super::http::client::media_type(&response)
+    let json_answer = crate::http_client::media_type(&response)
         .is_some_and(|m| m == "application/json" || m.ends_with("+json"));
     let body = match read_body_limited(response, MAX_API_ANSWER_BYTES).await {
         Ok(b) => b,

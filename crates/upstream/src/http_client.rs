@@ -10,8 +10,8 @@ use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::{Host, Url};
 
-use crate::connect::HttpSpec;
 use crate::error::UpstreamError;
+use crate::http_spec::HttpSpec;
 
 /// How long establishing a TCP (and TLS) connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
