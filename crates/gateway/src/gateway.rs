@@ -17,10 +17,8 @@ use crate::catalog::build::Catalog;
 use crate::catalog::naming::NamingRules;
 use crate::server_requests::ToOriginatingClient;
 use crate::supervisor::supervise;
-use crate::upstream::{Status, Upstream, UpstreamDefinition, UpstreamEvent};
+use crate::upstream::{LAZY_START_WAIT, Status, Upstream, UpstreamDefinition, UpstreamEvent};
 
-/// How long the first request waits for lazy upstreams to start.
-pub const LAZY_START_WAIT: Duration = Duration::from_secs(30);
 /// Events downstream sessions may need to pass on.
 pub const EVENT_QUEUE: usize = 1024;
 

@@ -22,10 +22,11 @@ use manifold_upstream::Connection;
 
 use crate::builtin;
 use crate::catalog::build::Catalog;
-use crate::gateway::{Gateway, LAZY_START_WAIT};
+use crate::gateway::Gateway;
 use crate::pins::OnChange;
 use crate::policy::Policy;
 use crate::rate_limit::RateLimits;
+use crate::upstream::LAZY_START_WAIT;
 use crate::upstream::{Status, Upstream, UpstreamDefinition};
 
 /// How often a retiring upstream looks whether its calls have finished.

@@ -27,10 +27,8 @@ use crate::mrtr::{HeldCall, INPUT_KEY, QuestionCatcher, StateError, input_requir
 use crate::policy::ItemKind;
 use crate::result_links::without_hidden_resources;
 use crate::server_requests::CallOrigin;
-use crate::upstream::Upstream;
+use crate::upstream::{MAX_CALL_RETRIES, Upstream};
 
-/// Extra attempts of an idempotent tool call after its upstream died, refused or timed out.
-pub const MAX_CALL_RETRIES: u32 = 2;
 /// The first wait before retrying a call (doubling each time).
 pub const CALL_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 /// The `_meta` key that tells a client how often its call was retried.
@@ -1000,21 +998,6 @@ fn finish(ctx: &RequestContext, raw: String) -> String {
     patch::set(&raw, &["_meta", manifold_wire::meta::SERVER_INFO], &info).unwrap_or(raw)
 }
 
-/// The client's declared capabilities (raw JSON object) restricted to the top-level ones the
-/// configuration lets an upstream see.
-pub fn allowed_capabilities(declared: &str, allowed: &str) -> String {
-    let declared: Value = serde_json::from_str(declared).unwrap_or(Value::Null);
-    let allowed: Value = serde_json::from_str(allowed).unwrap_or(Value::Null);
-    let kept: serde_json::Map<String, Value> = declared
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| allowed.get(k.as_str()).is_some())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    Value::Object(kept).to_string()
-}
-
 /// The request with the upstream's own name in `params.name`, or the error response saying why not.
 fn renamed(request: &Message, original: &str) -> Result<Message, Box<Message>> {
     request.with_name(original).map_err(|e| {
@@ -1063,25 +1046,6 @@ fn link_uri_back(
         path,
         &json_string(&catalog.expose_uri(server, &uri, namespaced)),
     )?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstreams_see_only_declared_and_allowed_capabilities() {
-        let declared = r#"{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}}"#;
-        let allowed = r#"{"elicitation":{},"roots":{}}"#;
-        let v: Value =
-            serde_json::from_str(&allowed_capabilities(declared, allowed)).unwrap_or_default();
-        assert_eq!(
-            v,
-            serde_json::json!({"elicitation":{"form":{}},"roots":{"listChanged":true}})
-        );
-        assert_eq!(allowed_capabilities("{}", allowed), "{}");
-        assert_eq!(allowed_capabilities(declared, "{}"), "{}");
-    }
 }
 
 #[derive(Debug, Clone, Copy)]

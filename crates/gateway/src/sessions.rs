@@ -22,8 +22,8 @@ use tokio::sync::OnceCell;
 use manifold_wire::Era;
 
 use crate::context::ClientView;
-use crate::router::allowed_capabilities;
 use crate::server_requests::ToOriginatingClient;
+use crate::upstream::allowed_capabilities;
 use crate::upstream::{Upstream, UpstreamDefinition};
 
 /// Whether a client's calls to an upstream should go over a legacy connection of the client's own:

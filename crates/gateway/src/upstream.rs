@@ -22,6 +22,7 @@ use manifold_upstream::transport::stdio::{
 };
 use manifold_upstream::{CallOptions, Connection, EraChoice, PeerInfo, Target};
 use manifold_wire::{ErrorCode, ErrorObject, Message};
+use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// First wait before reconnecting a failed upstream.
@@ -38,6 +39,10 @@ pub const CRASH_LOOP_RETRY: Duration = Duration::from_secs(300);
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest interval between two looks at whether an upstream has been idle long enough.
 pub const IDLE_CHECK_MAX: Duration = Duration::from_secs(1);
+/// Extra attempts of an idempotent tool call after its upstream died, refused or timed out.
+pub const MAX_CALL_RETRIES: u32 = 2;
+/// How long the first request waits for lazy upstreams to start.
+pub const LAZY_START_WAIT: Duration = Duration::from_secs(30);
 /// How often a call waiting for an upstream that is starting looks again.
 const START_POLL: Duration = Duration::from_millis(20);
 
@@ -132,7 +137,7 @@ impl UpstreamDefinition {
             scope: Scope::Shared,
             restart: RestartPolicy::default(),
             idempotent_tools: Arc::new(|_| false),
-            max_retries: crate::router::MAX_CALL_RETRIES,
+            max_retries: MAX_CALL_RETRIES,
             lazy: false,
             idle_shutdown: None,
             tools_key: String::new(),
@@ -377,7 +382,7 @@ impl Upstream {
     }
 
     /// What this upstream is told of a client's declared capabilities (see
-    /// [`crate::router::allowed_capabilities`]), remembered for the last client seen: the clients
+    /// [`allowed_capabilities`]), remembered for the last client seen: the clients
     /// of one gateway mostly declare the same thing, and working it out anew took two JSON
     /// parses on every call to a modern upstream.
     pub fn capabilities_for(&self, declared: &str) -> String {
@@ -390,7 +395,7 @@ impl Upstream {
         {
             return allowed.clone();
         }
-        let allowed = crate::router::allowed_capabilities(declared, &self.def.client_capabilities);
+        let allowed = allowed_capabilities(declared, &self.def.client_capabilities);
         *last = Some((declared.to_owned(), allowed.clone()));
         allowed
     }
@@ -439,7 +444,7 @@ impl Upstream {
     }
 
     /// The live connection for a call: an upstream stopped for idleness (or a lazy one not yet
-    /// started) is started and waited for, up to [`crate::gateway::LAZY_START_WAIT`]; any other
+    /// started) is started and waited for, up to [`LAZY_START_WAIT`]; any other
     /// upstream without a connection (one restarting after a crash included) fails at once with
     /// the cause.
     pub async fn connection_on_demand(&self) -> Result<Connection, String> {
@@ -454,7 +459,7 @@ impl Upstream {
             self.demand.notify_one();
         }
         self.wake();
-        let deadline = tokio::time::Instant::now() + crate::gateway::LAZY_START_WAIT;
+        let deadline = tokio::time::Instant::now() + LAZY_START_WAIT;
         loop {
             if let Ok(c) = self.connection() {
                 return Ok(c);
@@ -786,6 +791,21 @@ impl Upstream {
     }
 }
 
+/// The client's declared capabilities (raw JSON object) restricted to the top-level ones the
+/// configuration lets an upstream see.
+pub fn allowed_capabilities(declared: &str, allowed: &str) -> String {
+    let declared: Value = serde_json::from_str(declared).unwrap_or(Value::Null);
+    let allowed: Value = serde_json::from_str(allowed).unwrap_or(Value::Null);
+    let kept: serde_json::Map<String, Value> = declared
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| allowed.get(k.as_str()).is_some())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -803,9 +823,23 @@ mod tests {
         for declared in [with_roots, with_roots, without, with_roots, without] {
             assert_eq!(
                 u.capabilities_for(declared),
-                crate::router::allowed_capabilities(declared, r#"{"roots":{}}"#)
+                allowed_capabilities(declared, r#"{"roots":{}}"#)
             );
         }
         assert_eq!(u.capabilities_for(without), "{}");
+    }
+
+    #[test]
+    fn upstreams_see_only_declared_and_allowed_capabilities() {
+        let declared = r#"{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}}"#;
+        let allowed = r#"{"elicitation":{},"roots":{}}"#;
+        let v: Value =
+            serde_json::from_str(&allowed_capabilities(declared, allowed)).unwrap_or_default();
+        assert_eq!(
+            v,
+            serde_json::json!({"elicitation":{"form":{}},"roots":{"listChanged":true}})
+        );
+        assert_eq!(allowed_capabilities("{}", allowed), "{}");
+        assert_eq!(allowed_capabilities(declared, "{}"), "{}");
     }
 }
