@@ -190,10 +190,15 @@ async fn requests_answered(http: &reqwest::Client, addr: &str) -> u64 {
 
 /// The Python SDK client with `key`, in the legacy era (a session), calling `calls` in order.
 fn python_client(url: &str, key: &str, calls: Value) -> std::process::Child {
+    python_client_over(url, key, calls, "streamable-http")
+}
+
+/// The same over `transport` ("sse": the deprecated HTTP+SSE transport, `url` its `/sse`).
+fn python_client_over(url: &str, key: &str, calls: Value, transport: &str) -> std::process::Child {
     let script = workspace_root().join("crates/manifold/tests/clients/replica_py_client.py");
     Command::new(python().unwrap())
         .arg(script)
-        .arg(json!({"url": url, "key": key, "calls": calls}).to_string())
+        .arg(json!({"url": url, "key": key, "calls": calls, "transport": transport}).to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1018,6 +1023,47 @@ async fn questions_asked_mid_call_are_answered_through_a_round_robin_balancer() 
             chunk,
             ["Hello, Ada!", "a short summary", "file:///srv/project"]
         );
+    }
+}
+
+/// The Python SDK client over the deprecated HTTP+SSE transport, behind a round-robin balancer:
+/// its stream stays on the replica that opened it, its POSTs land on either replica, and the one
+/// that does not hold the stream hands them over through the relay. Calls, and a question asked
+/// mid-call (its answer POSTed too), all succeed.
+#[tokio::test]
+async fn a_legacy_sse_session_is_served_whichever_replica_its_posts_reach() {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new("replicas-sse").unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let calls: Vec<Value> = (0..4)
+        .flat_map(|i| {
+            [
+                json!({"name": "py__echo", "arguments": {"message": format!("m{i}")}}),
+                json!({"name": "py__ask_name", "arguments": {}}),
+            ]
+        })
+        .collect();
+    let report = report_of(python_client_over(
+        &format!("http://127.0.0.1:{port}/sse"),
+        &key,
+        json!(calls),
+        "sse",
+    ));
+    let texts: Vec<String> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert!(c.get("error").is_none() && c["isError"] == false, "{c}");
+            c["texts"][0].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for (i, pair) in texts.chunks(2).enumerate() {
+        assert_eq!(pair, [format!("m{i}"), "Hello, Ada!".to_owned()]);
     }
 }
 

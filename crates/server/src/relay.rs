@@ -4,12 +4,13 @@
 //! requests a replica sends carry its id (`mf-<replica>.<epoch>-<n>`), so an answer names its
 //! holder; a cancellation of a call not running here goes to every replica. The binary carries the
 //! messages (through the store: PostgreSQL's LISTEN/NOTIFY); this crate decides what to relay and
-//! delivers what arrives. The same way carries the news that a session's shared state changed
-//! (`shared_sessions.rs`).
+//! hands what arrives to the HTTP side (`http/relay_inbox.rs`). The same way carries the news that
+//! a session's shared state changed (`shared_sessions.rs`), and HTTP+SSE posts that reached a
+//! replica other than the one holding their stream.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use manifold_wire::{Kind, Message, meta};
 
@@ -141,44 +142,6 @@ impl SessionRelay {
                 (!running_here(&id)).then(|| EVERY_REPLICA.to_owned())
             }
             _ => None,
-        }
-    }
-}
-
-/// Delivers relayed messages to the sessions live here until the inbox closes; a message for a
-/// session this replica does not hold is dropped (its call is not here).
-pub(crate) async fn deliver(
-    mut inbox: mpsc::Receiver<Relayed>,
-    state: Weak<crate::http::AppState>,
-) {
-    while let Some(relayed) = inbox.recv().await {
-        let Some(state) = state.upgrade() else {
-            return;
-        };
-        let Some(session) = state.sessions.get(&relayed.session) else {
-            tracing::debug!("a relayed message names a session not live here; dropped");
-            continue;
-        };
-        match Message::decode_str(&relayed.message) {
-            Ok(message) if message.method() == Some(SESSION_CHANGED) => {
-                let elsewhere = state
-                    .settings
-                    .relay
-                    .as_ref()
-                    .is_some_and(|r| r.is_change_from_elsewhere(&message));
-                if elsewhere {
-                    tokio::spawn(crate::http::shared_state::take_in_change(
-                        Arc::clone(&state),
-                        session,
-                    ));
-                }
-            }
-            Ok(message) => {
-                if session.core.take_unless_request(message).is_some() {
-                    tracing::debug!("a relayed request was dropped: only answers are relayed");
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, "a relayed message did not decode; dropped"),
         }
     }
 }

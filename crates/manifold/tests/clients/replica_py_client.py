@@ -4,7 +4,9 @@
 # and reports what it saw, one JSON line on stdout.
 #
 # usage: python replica_py_client.py PLAN_JSON
-# PLAN_JSON: {"url": URL, "key": API_KEY, "calls": [{"name", "arguments"}]}
+# PLAN_JSON: {"url": URL, "key": API_KEY, "calls": [{"name", "arguments"}], "transport": "sse"?}
+# With "transport": "sse" the client speaks the deprecated HTTP+SSE transport (URL is then the /sse
+# endpoint); otherwise Streamable HTTP.
 # The client declares elicitation, sampling and roots and answers each question the same way: the
 # name "Ada", the summary "a short summary", the one root file:///srv/project.
 import json
@@ -13,6 +15,7 @@ import sys
 import anyio
 import httpx2
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
@@ -38,7 +41,10 @@ async def on_roots(ctx):
 async def main(plan: dict) -> None:
     report: dict = {"calls": []}
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {plan['key']}"}, timeout=60)
-    transport = streamable_http_client(plan["url"], http_client=http)
+    if plan.get("transport") == "sse":
+        transport = sse_client(plan["url"], headers={"Authorization": f"Bearer {plan['key']}"}, timeout=60)
+    else:
+        transport = streamable_http_client(plan["url"], http_client=http)
     async with Client(
         transport,
         mode="legacy",

@@ -13,6 +13,7 @@ pub mod metaforge;
 pub mod metering;
 pub mod modern;
 pub mod operator;
+pub(crate) mod relay_inbox;
 pub mod reply;
 pub(crate) mod shared_state;
 pub mod sse_transport;
@@ -88,7 +89,7 @@ impl Server {
             &state,
         )));
         if let Some(inbox) = state.settings.relay.as_ref().and_then(|r| r.take_inbox()) {
-            tokio::spawn(crate::relay::deliver(inbox, Arc::downgrade(&state)));
+            tokio::spawn(relay_inbox::deliver(inbox, Arc::downgrade(&state)));
         }
         let stop = state.stop.clone();
         let task = tokio::spawn(async move {

@@ -4,6 +4,12 @@
 //! POSTs are answered 202 at once; every reply, notification and server request travels on the
 //! stream as an `event: message`. The session lives exactly as long as its stream: when the
 //! client closes it, its calls are cancelled and the session id stops working.
+//!
+//! Behind a load balancer without affinity the stream stays on the replica that opened it, but a
+//! POST may reach any replica: with a relay (several replicas on one store) a session id names its
+//! replica (`REPLICA-RANDOM`), and a replica that receives a POST for another's session hands it,
+//! with who sent it, to that replica through the relay ([`RelayedPost`]), which checks the sender
+//! and runs it as if it had been posted there.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,7 +18,7 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use manifold_gateway::{ClientView, GatewayEvent};
+use manifold_gateway::{Caller, ClientView, GatewayEvent};
 use manifold_wire::sse::SseEvent;
 use manifold_wire::{ErrorCode, ErrorObject, Message, Revision, meta};
 use tokio_util::sync::CancellationToken;
@@ -78,7 +84,7 @@ impl Outlet for StreamOutlet {
 
 pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Uri) -> Response {
     let limits = state.settings.limits;
-    let id = match random_bytes::<16>() {
+    let random = match random_bytes::<16>() {
         Ok(b) => hex(&b),
         Err(e) => {
             return reply::error(
@@ -88,6 +94,10 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Ur
                 e.to_string(),
             );
         }
+    };
+    let id = match &state.settings.relay {
+        Some(relay) => format!("{}-{random}", relay.replica),
+        None => random.clone(),
     };
     let log = StreamLog::new(
         None,
@@ -103,7 +113,7 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Ur
                 info: None,
             },
             Some(id.clone()),
-            format!("mf-sse-{}", id.get(..8).unwrap_or_default()),
+            format!("mf-sse-{}", random.get(..8).unwrap_or_default()),
             limits.max_in_flight,
         )),
         owner: super::authn::current_binding(),
@@ -200,24 +210,156 @@ pub(crate) async fn message(
     let owner = super::authn::current_binding();
     let found = lock(&state.sse_sessions.open).get(id).cloned();
     let Some(session) = found.filter(|s| s.owner == owner) else {
-        return reply::error(
-            StatusCode::NOT_FOUND,
-            None,
-            ErrorCode::SessionNotFound,
-            "Not Found: no open SSE session has this id; open GET /sse again",
-        );
+        if let Some(relay) = &state.settings.relay
+            && let Some(holder) = holder_of(id).filter(|h| *h != relay.replica)
+        {
+            return relay_post(&state, holder, id, owner, headers, body).await;
+        }
+        return unknown_session();
     };
     let message = match read_message(body, &headers, state.settings.limits.max_body_bytes).await {
         Ok(m) => m,
         Err(r) => return *r,
     };
+    let caller = super::authn::current_caller();
+    let toolset = super::authn::current_toolset();
     if let Some(message) = session.core.take_unless_request(message) {
-        request(&state, &session, message);
+        request(&state, &session, message, caller, toolset);
     }
     reply::accepted()
 }
 
-fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message) {
+fn unknown_session() -> Response {
+    reply::error(
+        StatusCode::NOT_FOUND,
+        None,
+        ErrorCode::SessionNotFound,
+        "Not Found: no open SSE session has this id; open GET /sse again",
+    )
+}
+
+/// The replica a session id names (`REPLICA-RANDOM`), if it names one.
+fn holder_of(id: &str) -> Option<&str> {
+    let (replica, random) = id.split_once('-')?;
+    let hex = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex(replica) && hex(random) && replica.len() <= MAX_REPLICA_ID_LEN).then_some(replica)
+}
+
+/// Longest replica id a session id may name.
+const MAX_REPLICA_ID_LEN: usize = 64;
+
+/// A POST for a session another replica holds, handed to it with who sent it: the identity's
+/// binding (checked against the session's owner there) and what the rules need of the caller.
+/// The caller's bearer token is not handed on (it would rest in the store): a server configured
+/// with `token_passthrough` gets no token for a POST that reached another replica.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct RelayedPost {
+    binding: Option<String>,
+    caller: Option<RelayedCaller>,
+    toolset: Option<String>,
+    message: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RelayedCaller {
+    name: String,
+    groups: Vec<String>,
+    scopes: Vec<String>,
+}
+
+/// Reads the POST and hands it to `holder`: 202 once the relay took it, 503 if it could not.
+async fn relay_post(
+    state: &Arc<AppState>,
+    holder: &str,
+    id: &str,
+    binding: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let message = match read_message(body, &headers, state.settings.limits.max_body_bytes).await {
+        Ok(m) => m,
+        Err(r) => return *r,
+    };
+    let post = RelayedPost {
+        binding,
+        caller: super::authn::current_caller().map(|c| RelayedCaller {
+            name: c.name.clone(),
+            groups: c.groups.clone(),
+            scopes: c.scopes.clone(),
+        }),
+        toolset: super::authn::current_toolset().map(|t| t.to_string()),
+        message: message.as_str().to_owned(),
+    };
+    let Ok(text) = serde_json::to_string(&post) else {
+        return unknown_session();
+    };
+    let Some(relay) = &state.settings.relay else {
+        return unknown_session();
+    };
+    match relay.sender.send(holder, id, &text).await {
+        Ok(()) => reply::accepted(),
+        Err(e) => {
+            tracing::warn!("{e}");
+            reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                message.id(),
+                ErrorCode::InternalError,
+                format!(
+                    "Service Unavailable: this SSE session's stream is on another Manifold replica and {e}; send it again"
+                ),
+            )
+        }
+    }
+}
+
+/// A POST another replica handed over for session `id`: run here as if it had been posted here,
+/// if the session is open here and the sender is its owner. `false`: no SSE session `id` here.
+pub(crate) fn take_relayed(state: &Arc<AppState>, id: &str, text: &str) -> bool {
+    let Some(session) = lock(&state.sse_sessions.open).get(id).cloned() else {
+        return false;
+    };
+    let post: RelayedPost = match serde_json::from_str(text) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!(error = %e, "a relayed SSE post did not decode; dropped");
+            return true;
+        }
+    };
+    if post.binding != session.owner {
+        tracing::debug!(
+            "a relayed SSE post came from another identity than the session's; dropped"
+        );
+        return true;
+    }
+    let message = match Message::decode_str(&post.message) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(error = %e, "a relayed SSE post held no message; dropped");
+            return true;
+        }
+    };
+    let caller = post.caller.map(|c| {
+        Arc::new(Caller {
+            name: c.name,
+            groups: c.groups,
+            scopes: c.scopes,
+            bearer: None,
+        })
+    });
+    let toolset = post.toolset.map(Arc::from);
+    if let Some(message) = session.core.take_unless_request(message) {
+        request(state, &session, message, caller, toolset);
+    }
+    true
+}
+
+fn request(
+    state: &Arc<AppState>,
+    session: &Arc<SseSession>,
+    message: Message,
+    caller: Option<Arc<Caller>>,
+    toolset: Option<Arc<str>>,
+) {
     let Some(id) = message.id().cloned() else {
         return;
     };
@@ -261,8 +403,6 @@ fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message) {
     };
     let gateway = state.gateway.clone();
     let session = Arc::clone(session);
-    let caller = super::authn::current_caller();
-    let toolset = super::authn::current_toolset();
     tokio::spawn(super::metering::carrying_http_trace(async move {
         let outlet = Arc::new(StreamOutlet(Arc::clone(&session.log)));
         if let Some(response) = run_session_call_as(
