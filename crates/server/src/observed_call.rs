@@ -64,9 +64,6 @@ pub async fn handle(gateway: &Gateway, mut ctx: RequestContext, request: &Messag
         era: ctx.client.revision.era(),
         done: false,
     };
-    if ctx.trace.is_none() {
-        ctx.trace = crate::http::metering::http_trace();
-    }
     let span = spans::downstream_request(method, ctx.client.revision);
     if manifold_telemetry::otlp::exporting() && !span.is_disabled() {
         let from_meta = meta_string(request, TRACEPARENT);

@@ -531,6 +531,16 @@ pub async fn run_call(
     })
 }
 
+/// What the transport's edge knows of whom a call is for and where it came from: the
+/// authenticated caller, the tool set it works in, and the trace context of the HTTP request that
+/// carried it. Handed down with the call, so nothing on the call's way reads it from the side.
+#[derive(Debug, Clone, Default)]
+pub struct CallOrigin {
+    pub caller: Option<Arc<Caller>>,
+    pub toolset: Option<Arc<str>>,
+    pub trace: Option<manifold_gateway::context::TraceHeaders>,
+}
+
 /// Runs a legacy call: as [`run_call`], then notes what it changed about the session.
 pub async fn run_session_call(
     gateway: &Gateway,
@@ -540,18 +550,22 @@ pub async fn run_session_call(
     cancel: &CancellationToken,
     toolset: Option<Arc<str>>,
 ) -> Option<CallAnswer> {
-    run_session_call_as(gateway, session, outlet, request, cancel, None, toolset).await
+    let origin = CallOrigin {
+        toolset,
+        ..CallOrigin::default()
+    };
+    run_session_call_as(gateway, session, outlet, request, cancel, origin).await
 }
 
-/// As [`run_session_call`], on behalf of an authenticated caller (HTTP transports).
+/// As [`run_session_call`], for the caller, tool set and trace context `origin` names (HTTP
+/// transports).
 pub async fn run_session_call_as(
     gateway: &Gateway,
     session: &Arc<ClientSession>,
     outlet: Arc<dyn Outlet>,
     request: &Message,
     cancel: &CancellationToken,
-    caller: Option<Arc<Caller>>,
-    toolset: Option<Arc<str>>,
+    origin: CallOrigin,
 ) -> Option<CallAnswer> {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let ctx = RequestContext {
@@ -562,9 +576,9 @@ pub async fn run_session_call_as(
             asked: Arc::clone(&asked),
         }),
         session: session.id.clone(),
-        caller,
-        toolset,
-        trace: None,
+        caller: origin.caller,
+        toolset: origin.toolset,
+        trace: origin.trace,
     };
     session.heard_by(gateway, ctx.caller.as_ref(), ctx.toolset.as_ref());
     let response = run_call(gateway, ctx, request, cancel).await;

@@ -20,7 +20,7 @@ use manifold_wire::log_level::LogLevel;
 use manifold_wire::{Id, Kind, Message};
 use tokio_util::sync::CancellationToken;
 
-use crate::session::{ClientSession, Outlet, run_session_call_as};
+use crate::session::{CallOrigin, ClientSession, Outlet, run_session_call_as};
 
 /// The notification one replica relays to all when a session's shared state changed; its params
 /// name the replica that changed it (`from`), which does not read it back.
@@ -147,14 +147,18 @@ async fn subscribe_upstream(
             "resources/subscribe",
             Some(&serde_json::json!({ "uri": uri }).to_string()),
         );
+        let origin = CallOrigin {
+            caller: caller.clone(),
+            toolset: toolset.clone(),
+            trace: None,
+        };
         let answer = run_session_call_as(
             &gateway,
             &session,
             Arc::new(Nowhere),
             &request,
             &CancellationToken::new(),
-            caller.clone(),
-            toolset.clone(),
+            origin,
         )
         .await;
         if !answer.is_some_and(|a| a.kind() == Kind::Result) {

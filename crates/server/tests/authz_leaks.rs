@@ -13,7 +13,7 @@ use manifold_gateway::rate_limit::RateLimits;
 use manifold_gateway::{
     Caller, ClientView, Gateway, GatewayEvent, GatewaySettings, UpstreamDefinition,
 };
-use manifold_server::session::{ClientSession, Outlet, run_session_call_as};
+use manifold_server::session::{CallOrigin, ClientSession, Outlet, run_session_call_as};
 use manifold_upstream::transport::stdio::StdioSpec;
 use manifold_upstream::{EraChoice, Target};
 use manifold_wire::{Id, Message, Revision};
@@ -95,8 +95,10 @@ async fn call(
         outlet,
         &request,
         &CancellationToken::new(),
-        caller,
-        None,
+        CallOrigin {
+            caller,
+            ..CallOrigin::default()
+        },
     )
     .await
     .unwrap();

@@ -7,7 +7,6 @@
 //! 4xx/5xx answer on an MCP path that the gateway did not produce: the gateway's own answers are
 //! marked ([`answered`]) and counted as requests instead (`observed_call.rs`).
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -71,12 +70,6 @@ pub(crate) fn trace_headers(headers: &HeaderMap) -> Option<TraceHeaders> {
 /// The HTTP trace context of the request this task is handling.
 pub(crate) fn http_trace() -> Option<TraceHeaders> {
     HTTP_TRACE.try_with(Clone::clone).ok().flatten()
-}
-
-/// `future` with the current request's HTTP trace context, for a task spawned to run its call
-/// (task-locals do not follow `tokio::spawn` by themselves).
-pub(crate) fn carrying_http_trace<F: Future>(future: F) -> impl Future<Output = F::Output> {
-    HTTP_TRACE.scope(http_trace(), future)
 }
 
 /// Counts a request the server answered itself (`initialize`, `server/discover`,

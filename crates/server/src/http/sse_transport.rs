@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::reply;
 use super::streamable::read_message;
-use crate::session::{ClientSession, Outlet, negotiate, run_session_call_as};
+use crate::session::{CallOrigin, ClientSession, Outlet, negotiate, run_session_call_as};
 use crate::session_key::{hex, random_bytes};
 use crate::stream_log::{ReaderOptions, StreamLog};
 
@@ -221,10 +221,13 @@ pub(crate) async fn message(
         Ok(m) => m,
         Err(r) => return *r,
     };
-    let caller = super::authn::current_caller();
-    let toolset = super::authn::current_toolset();
+    let origin = CallOrigin {
+        caller: super::authn::current_caller(),
+        toolset: super::authn::current_toolset(),
+        trace: super::metering::http_trace(),
+    };
     if let Some(message) = session.core.take_unless_request(message) {
-        request(&state, &session, message, caller, toolset);
+        request(&state, &session, message, origin);
     }
     reply::accepted()
 }
@@ -346,20 +349,18 @@ pub(crate) fn take_relayed(state: &Arc<AppState>, id: &str, text: &str) -> bool 
             bearer: None,
         })
     });
-    let toolset = post.toolset.map(Arc::from);
+    let origin = CallOrigin {
+        caller,
+        toolset: post.toolset.map(Arc::from),
+        trace: None,
+    };
     if let Some(message) = session.core.take_unless_request(message) {
-        request(state, &session, message, caller, toolset);
+        request(state, &session, message, origin);
     }
     true
 }
 
-fn request(
-    state: &Arc<AppState>,
-    session: &Arc<SseSession>,
-    message: Message,
-    caller: Option<Arc<Caller>>,
-    toolset: Option<Arc<str>>,
-) {
+fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message, origin: CallOrigin) {
     let Some(id) = message.id().cloned() else {
         return;
     };
@@ -403,21 +404,13 @@ fn request(
     };
     let gateway = state.gateway.clone();
     let session = Arc::clone(session);
-    tokio::spawn(super::metering::carrying_http_trace(async move {
+    tokio::spawn(async move {
         let outlet = Arc::new(StreamOutlet(Arc::clone(&session.log)));
-        if let Some(response) = run_session_call_as(
-            &gateway,
-            &session.core,
-            outlet,
-            &message,
-            &token,
-            caller,
-            toolset,
-        )
-        .await
+        if let Some(response) =
+            run_session_call_as(&gateway, &session.core, outlet, &message, &token, origin).await
         {
             session.log.push(response.as_str());
         }
         session.core.end(&id);
-    }));
+    });
 }

@@ -28,7 +28,7 @@ use super::reply;
 use crate::accept::Accepts;
 use crate::modern_meta::looks_modern;
 use crate::sealed::{self, SessionState};
-use crate::session::{Outlet, negotiate, run_session_call_as};
+use crate::session::{CallOrigin, Outlet, negotiate, run_session_call_as};
 use crate::stream_log::{ReaderOptions, Start, StreamLog};
 
 pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -441,8 +441,11 @@ async fn legacy_call(
     let mode = reply_mode(&accepts, &message);
     let (number, log) = session.new_stream();
     log.set_abandon(token.clone());
-    let caller = super::authn::current_caller();
-    let toolset = super::authn::current_toolset();
+    let origin = CallOrigin {
+        caller: super::authn::current_caller(),
+        toolset: super::authn::current_toolset(),
+        trace: super::metering::http_trace(),
+    };
     let outlet = Arc::new(PostOutlet {
         log: Arc::clone(&log),
         session: Arc::downgrade(&session),
@@ -455,11 +458,9 @@ async fn legacy_call(
         let log = Arc::clone(&log);
         let token = token.clone();
         let id = id.clone();
-        tokio::spawn(super::metering::carrying_http_trace(async move {
+        tokio::spawn(async move {
             let gateway = &state.gateway;
-            match run_session_call_as(gateway, &core, outlet, &message, &token, caller, toolset)
-                .await
-            {
+            match run_session_call_as(gateway, &core, outlet, &message, &token, origin).await {
                 Some(response) => {
                     super::shared_state::share_outcome(&state, &sid, &message, &response).await;
                     log.push_final(response.as_str());
@@ -467,7 +468,7 @@ async fn legacy_call(
                 None => log.finish(),
             }
             core.end(&id);
-        }));
+        });
     }
     let response = deliver(
         &log,
