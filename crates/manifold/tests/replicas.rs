@@ -988,13 +988,6 @@ async fn an_answer_or_a_cancellation_sent_to_another_replica_reaches_the_call() 
 /// elicitation, sampling and roots questions answered through two replicas, call after call.
 #[tokio::test]
 async fn questions_asked_mid_call_are_answered_through_a_round_robin_balancer() {
-    let pg = Postgres::start().unwrap();
-    let store = pg.url_with_password("unused");
-    let dir = ScratchDir::new("replicas-questions").unwrap();
-    let a = replica(dir.path(), "a", &store);
-    let b = replica(dir.path(), "b", &store);
-    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
-    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
     let calls: Vec<Value> = (0..3)
         .flat_map(|i| {
             [
@@ -1004,20 +997,7 @@ async fn questions_asked_mid_call_are_answered_through_a_round_robin_balancer() 
             ]
         })
         .collect();
-    let report = report_of(python_client(
-        &format!("http://127.0.0.1:{port}/mcp"),
-        &key,
-        json!(calls),
-    ));
-    let texts: Vec<String> = report["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            assert!(c.get("error").is_none() && c["isError"] == false, "{c}");
-            c["texts"][0].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let texts = balanced_client_texts("replicas-questions", "streamable-http", calls).await;
     for chunk in texts.chunks(3) {
         assert_eq!(
             chunk,
@@ -1026,19 +1006,41 @@ async fn questions_asked_mid_call_are_answered_through_a_round_robin_balancer() 
     }
 }
 
+/// Two replicas on one PostgreSQL behind HAProxy in round robin, and the Python SDK client over
+/// `transport` (its `/mcp`, or `/sse` for "sse") making `calls` as alice: the first text of each
+/// call, every call having succeeded.
+async fn balanced_client_texts(scratch: &str, transport: &str, calls: Vec<Value>) -> Vec<String> {
+    let pg = Postgres::start().unwrap();
+    let store = pg.url_with_password("unused");
+    let dir = ScratchDir::new(scratch).unwrap();
+    let a = replica(dir.path(), "a", &store);
+    let b = replica(dir.path(), "b", &store);
+    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
+    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
+    let path = if transport == "sse" { "sse" } else { "mcp" };
+    let report = report_of(python_client_over(
+        &format!("http://127.0.0.1:{port}/{path}"),
+        &key,
+        json!(calls),
+        transport,
+    ));
+    report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert!(c.get("error").is_none() && c["isError"] == false, "{c}");
+            c["texts"][0].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
 /// The Python SDK client over the deprecated HTTP+SSE transport, behind a round-robin balancer:
 /// its stream stays on the replica that opened it, its POSTs land on either replica, and the one
 /// that does not hold the stream hands them over through the relay. Calls, and a question asked
 /// mid-call (its answer POSTed too), all succeed.
 #[tokio::test]
 async fn a_legacy_sse_session_is_served_whichever_replica_its_posts_reach() {
-    let pg = Postgres::start().unwrap();
-    let store = pg.url_with_password("unused");
-    let dir = ScratchDir::new("replicas-sse").unwrap();
-    let a = replica(dir.path(), "a", &store);
-    let b = replica(dir.path(), "b", &store);
-    let (_lb, port) = haproxy(dir.path(), &[&a.addr, &b.addr]).await;
-    let key = new_key(&dir.path().join("a/manifold.toml"), "alice");
     let calls: Vec<Value> = (0..4)
         .flat_map(|i| {
             [
@@ -1047,21 +1049,7 @@ async fn a_legacy_sse_session_is_served_whichever_replica_its_posts_reach() {
             ]
         })
         .collect();
-    let report = report_of(python_client_over(
-        &format!("http://127.0.0.1:{port}/sse"),
-        &key,
-        json!(calls),
-        "sse",
-    ));
-    let texts: Vec<String> = report["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            assert!(c.get("error").is_none() && c["isError"] == false, "{c}");
-            c["texts"][0].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let texts = balanced_client_texts("replicas-sse", "sse", calls).await;
     for (i, pair) in texts.chunks(2).enumerate() {
         assert_eq!(pair, [format!("m{i}"), "Hello, Ada!".to_owned()]);
     }
