@@ -414,3 +414,31 @@ fn request(state: &Arc<AppState>, session: &Arc<SseSession>, message: Message, o
         session.core.end(&id);
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_id_names_its_replica_only_in_the_replica_form_within_the_bound() {
+        assert_eq!(holder_of("a1b2c3-00ff"), Some("a1b2c3"));
+        let longest = "a".repeat(MAX_REPLICA_ID_LEN);
+        assert_eq!(
+            holder_of(&format!("{longest}-00ff")),
+            Some(longest.as_str())
+        );
+        let too_long = "a".repeat(MAX_REPLICA_ID_LEN + 1);
+        assert_eq!(holder_of(&format!("{too_long}-00ff")), None);
+        for not_one in [
+            "00ff",
+            "-00ff",
+            "a1b2-",
+            "a1b2-zz",
+            "x1-00ff",
+            "a1b2-00ff-11",
+            "",
+        ] {
+            assert_eq!(holder_of(not_one), None, "{not_one}");
+        }
+    }
+}
