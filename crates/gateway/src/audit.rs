@@ -3,11 +3,11 @@
 //!
 //! Rows are built here, on the request's own task, from what only the request path knows (the
 //! caller, the resolved server, digests of the arguments and of the answer); the sink
-//! (manifold-audit) queues and writes them. Parts of the path that know more add it through a
-//! task-local note: policy says it refused or rate limited, `call_record` says how a tool call
-//! ended and under which call id, so one call has one id in its result, its log line and its row.
+//! (manifold-audit) queues and writes them. Stages of the path that know more note it in the request's own
+//! context ([`RequestNotes`], `ctx.audit`): policy says it refused or rate limited, the approval
+//! stage what it decided, `call_record` how a tool call ended and under which call id, so one
+//! call has one id in its result, its log line and its row.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::context::RequestContext;
+use crate::request_notes::AuditNotes;
 
 /// Longest error text a row keeps (an upstream's error message can be long).
 pub const MAX_AUDITED_ERROR_CHARS: usize = 512;
@@ -33,80 +34,6 @@ const REDACTED: &str = "<redacted>";
 
 /// The methods that always get a row; any other request gets one only when it is refused.
 pub const AUDITED_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
-
-/// What the parts of the path tell the row while a request runs.
-#[derive(Debug, Default)]
-pub(crate) struct AuditNotes {
-    call_id: String,
-    refusal: Option<AuditOutcome>,
-    server: Option<String>,
-    target: Option<String>,
-    tool_call: Option<ToolCallNote>,
-    /// What the approval stage decided (`approval/`), in words with the approval's id.
-    approval: Option<String>,
-}
-
-#[derive(Debug)]
-struct ToolCallNote {
-    outcome: CallOutcome,
-    retries: u32,
-    error: Option<String>,
-}
-
-tokio::task_local! {
-    static NOTES: RefCell<AuditNotes>;
-}
-
-fn with_notes(change: impl FnOnce(&mut AuditNotes)) {
-    let _ = NOTES.try_with(|n| change(&mut n.borrow_mut()));
-}
-
-/// Policy refused the request (a rule) or rate limited it.
-pub(crate) fn note_refusal(outcome: AuditOutcome) {
-    with_notes(|n| n.refusal = Some(outcome));
-}
-
-/// What the approval stage asked and decided, for the row.
-pub(crate) fn note_approval(text: &str) {
-    with_notes(|n| n.approval = Some(text.to_owned()));
-}
-
-/// The server (and the name or URI there) a request resolved to.
-pub(crate) fn note_target(server: &str, target: &str) {
-    with_notes(|n| {
-        n.server = Some(server.to_owned());
-        n.target = Some(target.to_owned());
-    });
-}
-
-/// How a tool call ended, from its call record, and where it went.
-pub(crate) fn note_tool_call(
-    upstream: &str,
-    tool: &str,
-    outcome: CallOutcome,
-    retries: u32,
-    error: Option<&str>,
-) {
-    with_notes(|n| {
-        n.server = Some(upstream.to_owned());
-        n.target = Some(tool.to_owned());
-        n.tool_call = Some(ToolCallNote {
-            outcome,
-            retries,
-            error: error.map(str::to_owned),
-        });
-    });
-}
-
-/// The call id of the request being audited, so that the result's `_meta`, the log line and the
-/// row agree; a fresh one outside an audited request.
-pub(crate) fn call_id_for_request() -> String {
-    NOTES
-        .try_with(|n| n.borrow().call_id.clone())
-        .ok()
-        .filter(|id| !id.is_empty())
-        .unwrap_or_else(call_id::next_call_id)
-}
 
 /// How arguments are recorded, when they are (`record_arguments`).
 pub(crate) struct ArgumentRecording<'r> {
@@ -144,17 +71,9 @@ where
         facts: always.then(|| first_facts(ctx, request, method)),
         started,
     };
-    let notes = RefCell::new(AuditNotes {
-        call_id: row.call_id().to_owned(),
-        ..AuditNotes::default()
-    });
-    let mut running = std::pin::pin!(NOTES.scope(notes, route));
-    let response = running.as_mut().await;
-    let notes = running
-        .as_mut()
-        .take_value()
-        .map(RefCell::into_inner)
-        .unwrap_or_default();
+    ctx.audit.start(row.call_id().to_owned());
+    let response = route.await;
+    let notes = ctx.audit.take();
     if !always && notes.refusal.is_none() {
         return response;
     }
@@ -421,6 +340,7 @@ mod tests {
             caller: None,
             toolset: None,
             trace: None,
+            audit: Default::default(),
         }
     }
 

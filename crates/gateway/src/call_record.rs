@@ -8,7 +8,6 @@
 //! are Manifold's (`io.manifold/callId`) and the trace context ones (`traceparent`,
 //! `tracestate`); everything else in requests and results crosses untouched.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,18 +25,6 @@ use tracing::Instrument;
 use crate::builtin;
 use crate::context::RequestContext;
 use crate::gateway::Gateway;
-
-tokio::task_local! {
-    /// Set while a recorded tool call runs: why its upstream could not run it, if it could not.
-    static UPSTREAM_FAILURE: Cell<Option<String>>;
-}
-
-/// Tells the recording call (if any) that its upstream failed, and why. The router calls this
-/// where it turns an upstream failure into an `isError` result, which would otherwise look like
-/// the tool's own failure.
-pub(crate) fn note_upstream_failure(error: &UpstreamError) {
-    let _ = UPSTREAM_FAILURE.try_with(|f| f.set(Some(error.to_string())));
-}
 
 /// Where a tool call goes, as its metrics and log line name it.
 struct Target<'c> {
@@ -71,7 +58,7 @@ struct Ending {
 impl CallInProgress<'_> {
     fn record(&mut self, outcome: CallOutcome, ending: Ending) {
         self.done = true;
-        crate::audit::note_tool_call(
+        self.ctx.audit.tool_call(
             self.upstream,
             self.tool,
             outcome,
@@ -131,16 +118,18 @@ fn trace_of(ctx: &RequestContext, request: &Message) -> Option<TraceContext> {
 }
 
 /// How a finished call ended, read from its response.
-fn outcome_of(response: &Message, upstream_failure: Option<String>) -> (CallOutcome, Ending) {
-    let mut ending = Ending::default();
+fn outcome_of(
+    response: &Message,
+    upstream_failure: Option<String>,
+    retries: u32,
+) -> (CallOutcome, Ending) {
+    let mut ending = Ending {
+        retries,
+        ..Ending::default()
+    };
     match response.kind() {
         Kind::Result => {
             let result = response.result_raw().unwrap_or("{}");
-            ending.retries = patch::get(result, &["_meta", crate::router::RETRIES_META])
-                .ok()
-                .flatten()
-                .and_then(|r| r.trim().parse().ok())
-                .unwrap_or(0);
             let is = |path: &[&str], value: &str| {
                 patch::get(result, path)
                     .ok()
@@ -241,7 +230,7 @@ impl Gateway {
         let mut call = CallInProgress {
             telemetry: &telemetry,
             handles,
-            call_id: crate::audit::call_id_for_request(),
+            call_id: ctx.audit.call_id(),
             ctx,
             request,
             upstream: target.upstream,
@@ -250,11 +239,9 @@ impl Gateway {
             done: false,
         };
         tracing::Span::current().record("manifold.call_id", call.call_id.as_str());
-        let mut running =
-            std::pin::pin!(UPSTREAM_FAILURE.scope(Cell::new(None), self.call_tool(ctx, request)));
-        let response = running.as_mut().await;
-        let failure = running.as_mut().take_value().and_then(Cell::into_inner);
-        let (outcome, ending) = outcome_of(&response, failure);
+        let answer = self.call_tool(ctx, request).await;
+        let response = answer.message;
+        let (outcome, ending) = outcome_of(&response, answer.upstream_failure, answer.retries);
         let response = if response.kind() == Kind::Result {
             response
                 .patch(
@@ -394,14 +381,14 @@ mod tests {
             Some(id.clone()),
             &manifold_wire::ErrorObject::new(manifold_wire::ErrorCode::InvalidParams, "x"),
         );
-        assert_eq!(outcome_of(&ok, None).0, CallOutcome::Ok);
-        assert_eq!(outcome_of(&tool, None).0, CallOutcome::ToolError);
-        let (outcome, ending) = outcome_of(&retried, Some("peer is down".to_owned()));
+        assert_eq!(outcome_of(&ok, None, 0).0, CallOutcome::Ok);
+        assert_eq!(outcome_of(&tool, None, 0).0, CallOutcome::ToolError);
+        let (outcome, ending) = outcome_of(&retried, Some("peer is down".to_owned()), 2);
         assert_eq!(outcome, CallOutcome::UpstreamError);
         assert_eq!(ending.retries, 2);
         assert_eq!(ending.error.as_deref(), Some("peer is down"));
-        assert_eq!(outcome_of(&asked, None).0, CallOutcome::InputRequired);
-        let (outcome, ending) = outcome_of(&failed, None);
+        assert_eq!(outcome_of(&asked, None, 0).0, CallOutcome::InputRequired);
+        let (outcome, ending) = outcome_of(&failed, None, 0);
         assert_eq!(
             (outcome, ending.error_code),
             (CallOutcome::Error, Some(-32602))

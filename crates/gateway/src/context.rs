@@ -9,6 +9,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use manifold_wire::{ErrorObject, Message, Revision};
 
+pub use crate::request_notes::RequestNotes;
+
 /// The downstream client of a request.
 #[derive(Debug, Clone)]
 pub struct ClientView {
@@ -67,6 +69,9 @@ pub struct RequestContext {
     /// its own, which wins. While spans are exported it is the context of the request's own span
     /// instead, so upstream calls continue the trace as its children (`call_record.rs`).
     pub trace: Option<TraceHeaders>,
+    /// What the request's stages note for its audit row; the edge leaves it empty
+    /// (`RequestNotes::default()`) and the recorder starts it.
+    pub audit: RequestNotes,
 }
 
 /// An authenticated identity as policy, logs and health see it.

@@ -130,9 +130,8 @@ impl crate::gateway::Gateway {
             let policy = self.policy();
             let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
             if !may_author(&view, ctx.caller.as_deref(), name) {
-                crate::audit::note_refusal(
-                    manifold_telemetry::audit::AuditOutcome::RefusedByPolicy,
-                );
+                ctx.audit
+                    .refusal(manifold_telemetry::audit::AuditOutcome::RefusedByPolicy);
                 return Err(Box::new(manifold_wire::Message::error(
                     request.id().cloned(),
                     &manifold_wire::ErrorObject::new(

@@ -19,6 +19,7 @@ pub mod pins;
 pub mod policy;
 pub mod rate_limit;
 pub mod reconfigure;
+mod request_notes;
 mod result_links;
 pub mod router;
 pub mod server_requests;
@@ -30,7 +31,8 @@ pub mod truncate;
 pub mod upstream;
 
 pub use context::{
-    BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, SilentPeer, TraceHeaders,
+    BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, RequestNotes, SilentPeer,
+    TraceHeaders,
 };
 pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
 pub use upstream::{RestartPolicy, Sandbox, Scope, Status, UpstreamDefinition};

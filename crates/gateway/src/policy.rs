@@ -45,7 +45,7 @@ use manifold_wire::{ErrorCode, ErrorObject, Id, Message};
 use crate::builtin;
 use crate::catalog::build::{Catalog, Entry};
 use crate::catalog::uri_normal;
-use crate::context::{Caller, RequestContext};
+use crate::context::{Caller, RequestContext, RequestNotes};
 use crate::gateway::{Gateway, GatewayEvent, GatewaySettings};
 use crate::rate_limit::{Exceeded, RateLimiter, RateLimits, Who, compile_globs, human_wait};
 
@@ -749,7 +749,7 @@ fn refused(
     name: &str,
     rule: &RuleRef,
 ) -> Message {
-    crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+    ctx.audit.refusal(AuditOutcome::RefusedByPolicy);
     let message = format!(
         "{what} {name:?} is not allowed for {} by {}",
         who(ctx).describe(),
@@ -782,8 +782,14 @@ pub(crate) fn resource_target(catalog: &Catalog, uri: &str) -> Option<(Arc<str>,
 }
 
 /// Overloaded, with the wait in `data.retryAfterMs`.
-fn rate_limited(id: Option<&Id>, who: Who<'_>, tool: Option<&str>, e: &Exceeded) -> Message {
-    crate::audit::note_refusal(AuditOutcome::RateLimited);
+fn rate_limited(
+    notes: &RequestNotes,
+    id: Option<&Id>,
+    who: Who<'_>,
+    tool: Option<&str>,
+    e: &Exceeded,
+) -> Message {
+    notes.refusal(AuditOutcome::RateLimited);
     let allowed = match tool {
         Some(tool) => e.limit.describe("call", Some(tool)),
         None => e.limit.describe("request", None),
@@ -864,7 +870,7 @@ impl Gateway {
         limiter
             .check_identity(who, Instant::now())
             .err()
-            .map(|e| rate_limited(request.id(), who, None, &e))
+            .map(|e| rate_limited(&ctx.audit, request.id(), who, None, &e))
     }
 
     /// Judges a `tools/call` of the exposed (or built-in) `name` before anything runs: a hidden
@@ -910,7 +916,7 @@ impl Gateway {
             Decision::Allow => None,
             Decision::Ask(ask) => Some(ask),
             Decision::Hide => {
-                crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+                ctx.audit.refusal(AuditOutcome::RefusedByPolicy);
                 return Err(Box::new(self.unknown_tool(ctx, id, catalog, name)));
             }
             Decision::Refuse(rule) => {
@@ -932,7 +938,7 @@ impl Gateway {
         let who = who(ctx);
         match limiter.check_tool(who, name, Instant::now()) {
             Ok(()) => Ok(ask),
-            Err(e) => Err(Box::new(rate_limited(id, who, Some(name), &e))),
+            Err(e) => Err(Box::new(rate_limited(&ctx.audit, id, who, Some(name), &e))),
         }
     }
 
@@ -1034,11 +1040,11 @@ impl Gateway {
         let (server, original) = catalog.prompt(name).ok_or_else(unknown)?;
         match self.decide(ctx, ItemKind::Prompt, Some(server), name) {
             Decision::Allow | Decision::Ask(_) => {
-                crate::audit::note_target(server, original);
+                ctx.audit.target(server, original);
                 Ok((server.to_owned(), original.to_owned()))
             }
             Decision::Hide => {
-                crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+                ctx.audit.refusal(AuditOutcome::RefusedByPolicy);
                 Err(unknown())
             }
             Decision::Refuse(rule) => Err(Box::new(refused(
@@ -1066,11 +1072,11 @@ impl Gateway {
         let (server, original) = resource_target(catalog, uri).ok_or_else(not_found)?;
         match self.decide(ctx, ItemKind::Resource, Some(&server), uri) {
             Decision::Allow | Decision::Ask(_) => {
-                crate::audit::note_target(&server, &original);
+                ctx.audit.target(&server, &original);
                 Ok((server, original))
             }
             Decision::Hide => {
-                crate::audit::note_refusal(AuditOutcome::RefusedByPolicy);
+                ctx.audit.refusal(AuditOutcome::RefusedByPolicy);
                 Err(not_found())
             }
             Decision::Refuse(rule) => Err(Box::new(refused(

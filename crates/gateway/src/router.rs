@@ -46,6 +46,26 @@ fn error(id: Option<&Id>, code: ErrorCode, message: impl Into<String>) -> Messag
     Message::error(id.cloned(), &ErrorObject::new(code, message))
 }
 
+/// What a `tools/call` came to: the answer, and what its recorder cannot read from the answer.
+pub(crate) struct ToolCallAnswer {
+    pub message: Message,
+    /// Why the upstream could not run the call; the answer is then an `isError` result, which
+    /// would otherwise read as the tool's own failure.
+    pub upstream_failure: Option<String>,
+    /// Attempts after the first (also in the result's `_meta`).
+    pub retries: u32,
+}
+
+impl From<Message> for ToolCallAnswer {
+    fn from(message: Message) -> ToolCallAnswer {
+        ToolCallAnswer {
+            message,
+            upstream_failure: None,
+            retries: 0,
+        }
+    }
+}
+
 impl Gateway {
     /// Handles one request from a downstream client and returns its response (with the
     /// request's own id). Notifications tied to the request go out through `ctx.peer` first.
@@ -252,10 +272,14 @@ impl Gateway {
     }
 
     #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
-    pub(crate) async fn call_tool(&self, ctx: &RequestContext, request: &Message) -> Message {
+    pub(crate) async fn call_tool(
+        &self,
+        ctx: &RequestContext,
+        request: &Message,
+    ) -> ToolCallAnswer {
         let id = request.id();
         let Some(name) = request.params_str(&["name"]) else {
-            return error(id, ErrorCode::InvalidParams, "tools/call needs params.name");
+            return error(id, ErrorCode::InvalidParams, "tools/call needs params.name").into();
         };
         let respond = |raw: String| match id {
             Some(id) => Message::result(id, &finish(ctx, raw)),
@@ -264,22 +288,25 @@ impl Gateway {
         let catalog = self.catalog();
         let ask = match self.gate_tool_call(ctx, id, &catalog, &name) {
             Ok(ask) => ask,
-            Err(refusal) => return *refusal,
+            Err(refusal) => return (*refusal).into(),
         };
         match name.as_str() {
-            builtin::HEALTH => return respond(builtin::health(self, ctx)),
-            builtin::SEARCH => return respond(builtin::search(self, ctx, &arguments_of(request))),
+            builtin::HEALTH => return respond(builtin::health(self, ctx)).into(),
+            builtin::SEARCH => {
+                return respond(builtin::search(self, ctx, &arguments_of(request))).into();
+            }
             builtin::CALL => {
                 let args = arguments_of(request);
                 let Some(target) = args.get("name").and_then(Value::as_str) else {
                     return respond(builtin::error_result(
                         "manifold_call_tool needs \"name\": the tool's name as manifold_search_tools returned it",
-                    ));
+                    )).into();
                 };
                 if builtin::NAMES.contains(&target) {
                     return respond(builtin::error_result(
                         "manifold_call_tool calls server tools; call built-in tools directly",
-                    ));
+                    ))
+                    .into();
                 }
                 let inner_args = args
                     .get("arguments")
@@ -287,7 +314,7 @@ impl Gateway {
                     .unwrap_or(Value::Object(Default::default()));
                 let params = serde_json::json!({ "name": target, "arguments": inner_args });
                 let Some(id) = id else {
-                    return error(None, ErrorCode::InvalidRequest, "a request needs an id");
+                    return error(None, ErrorCode::InvalidRequest, "a request needs an id").into();
                 };
                 let inner = Message::request(id, "tools/call", Some(&params.to_string()));
                 return Box::pin(self.call_tool(ctx, &inner)).await;
@@ -317,8 +344,8 @@ impl Gateway {
                 .await
             {
                 Staged::Go(request, approval) => (request, approval),
-                Staged::Answer(raw) => return respond(raw),
-                Staged::Refuse(refusal) => return refusal,
+                Staged::Answer(raw) => return respond(raw).into(),
+                Staged::Refuse(refusal) => return refusal.into(),
             };
             return match self.call_hosted(ctx, &request, &name).await {
                 Ok(raw) => respond(match &approval {
@@ -331,14 +358,15 @@ impl Gateway {
                     None => raw,
                 }),
                 Err(refusal) => *refusal,
-            };
+            }
+            .into();
         }
         // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
         let Some((server, original)) = catalog.tool(&name) else {
             if let Some(refusal) = catalog.withheld_tool(&name) {
-                return Message::error(id.cloned(), &refusal);
+                return Message::error(id.cloned(), &refusal).into();
             }
-            return self.unknown_tool(ctx, id, &catalog, &name);
+            return self.unknown_tool(ctx, id, &catalog, &name).into();
         };
         let (server, original) = (server.to_owned(), original.to_owned());
         // A server known to be down (restarting) is not tried: the caller learns why at once.
@@ -346,7 +374,7 @@ impl Gateway {
             .upstream(&server)
             .and_then(|u| u.unavailable(ctx.session.is_some()))
         {
-            return Message::error(id.cloned(), &down.to_error_object());
+            return Message::error(id.cloned(), &down.to_error_object()).into();
         }
         let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
         let definition = catalog.tool_entry(&name).map(|e| e.raw.as_str());
@@ -355,12 +383,12 @@ impl Gateway {
             .await
         {
             Staged::Go(request, approval) => (request, approval),
-            Staged::Answer(raw) => return respond(raw),
-            Staged::Refuse(refusal) => return refusal,
+            Staged::Answer(raw) => return respond(raw).into(),
+            Staged::Refuse(refusal) => return refusal.into(),
         };
         let outgoing = match renamed(&request, &original) {
             Ok(m) => m,
-            Err(refusal) => return *refusal,
+            Err(refusal) => return (*refusal).into(),
         };
         let idempotent = self
             .upstream(&server)
@@ -408,17 +436,25 @@ impl Gateway {
                     patch::set(&capped, &["_meta", RETRIES_META], &retries.to_string())
                         .unwrap_or(capped)
                 });
-                reply(ctx, id, &response, fixed)
+                ToolCallAnswer {
+                    message: reply(ctx, id, &response, fixed),
+                    upstream_failure: None,
+                    retries,
+                }
             }
             Err(e) => {
-                crate::call_record::note_upstream_failure(&e);
-                let failed = builtin::error_result(&e.to_string());
-                respond(if retries == 0 {
-                    failed
-                } else {
-                    patch::set(&failed, &["_meta", RETRIES_META], &retries.to_string())
-                        .unwrap_or(failed)
-                })
+                let why = e.to_string();
+                let failed = builtin::error_result(&why);
+                ToolCallAnswer {
+                    message: respond(if retries == 0 {
+                        failed
+                    } else {
+                        patch::set(&failed, &["_meta", RETRIES_META], &retries.to_string())
+                            .unwrap_or(failed)
+                    }),
+                    upstream_failure: Some(why),
+                    retries,
+                }
             }
         }
     }

@@ -88,6 +88,7 @@ fn ctx(
         }),
         toolset: None,
         trace: None,
+        audit: Default::default(),
     }
 }
 

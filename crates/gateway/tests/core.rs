@@ -66,6 +66,7 @@ fn ctx(client: Arc<Client>, revision: Revision, caps: &str) -> RequestContext {
         caller: None,
         toolset: None,
         trace: None,
+        audit: Default::default(),
     }
 }
 

@@ -51,6 +51,7 @@ fn ctx() -> RequestContext {
         caller: None,
         toolset: None,
         trace: None,
+        audit: Default::default(),
     }
 }
 

@@ -70,6 +70,7 @@ fn ctx() -> RequestContext {
         caller: None,
         toolset: None,
         trace: None,
+        audit: Default::default(),
     }
 }
 

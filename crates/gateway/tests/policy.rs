@@ -94,6 +94,7 @@ fn ctx(caller: Option<Arc<Caller>>, revision: Revision, caps: &str) -> RequestCo
         caller,
         toolset: None,
         trace: None,
+        audit: Default::default(),
     }
 }
 

@@ -95,6 +95,7 @@ fn ctx(caller: Option<Arc<Caller>>, toolset: Option<&str>) -> RequestContext {
         caller,
         toolset: toolset.map(Arc::from),
         trace: None,
+        audit: Default::default(),
     }
 }
 

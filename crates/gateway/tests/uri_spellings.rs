@@ -227,6 +227,7 @@ fn legacy() -> RequestContext {
         caller: None,
         toolset: None,
         trace: None,
+        audit: Default::default(),
     }
 }
 

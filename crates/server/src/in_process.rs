@@ -64,6 +64,7 @@ pub async fn request(gateway: &Gateway, who: &OnBehalf, method: &str, params: &V
         caller: who.caller.clone(),
         toolset: who.toolset.clone(),
         trace: None,
+        audit: Default::default(),
     };
     let params = params.to_string();
     let message = Message::request(&Id::Str(Arc::from("in-process")), method, Some(&params));

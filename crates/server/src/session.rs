@@ -579,6 +579,7 @@ pub async fn run_session_call_as(
         caller: origin.caller,
         toolset: origin.toolset,
         trace: origin.trace,
+        audit: Default::default(),
     };
     session.heard_by(gateway, ctx.caller.as_ref(), ctx.toolset.as_ref());
     let response = run_call(gateway, ctx, request, cancel).await;

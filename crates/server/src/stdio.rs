@@ -262,6 +262,7 @@ impl Connection {
                 caller: None,
                 toolset: conn.toolset.clone(),
                 trace: None,
+                audit: Default::default(),
             };
             if let Some(r) = run_call(&conn.gateway, ctx, &message, &token).await {
                 conn.writer.answer(&r).await;

@@ -390,7 +390,8 @@ impl Approvals {
                 },
             ));
         }
-        crate::audit::note_approval(&format!("{} asked via {channel}", entry.id));
+        ctx.audit
+            .approval(&format!("{} asked via {channel}", entry.id));
         match channel {
             ledger::CHANNEL_INPUT_REQUIRED => {
                 let params = question_params(ctx, &entry, &call);
@@ -836,7 +837,7 @@ impl Approvals {
                 .refusal_now(ctx, request, call, entry, held, window)
                 .await;
         }
-        crate::audit::note_approval(&format!(
+        ctx.audit.approval(&format!(
             "{} approved by {by} via {}",
             entry.id, entry.channel
         ));
@@ -984,8 +985,10 @@ impl Approvals {
         call: &HeldCall<'_>,
         r: Refusal<'_>,
     ) -> Message {
-        crate::audit::note_refusal(manifold_telemetry::audit::AuditOutcome::RefusedByPolicy);
-        crate::audit::note_approval(&format!("{} {}", r.id.unwrap_or("(not asked)"), r.outcome));
+        ctx.audit
+            .refusal(manifold_telemetry::audit::AuditOutcome::RefusedByPolicy);
+        ctx.audit
+            .approval(&format!("{} {}", r.id.unwrap_or("(not asked)"), r.outcome));
         let who = match &ctx.caller {
             Some(c) => format!("{:?}", c.name),
             None => "the anonymous caller".to_owned(),

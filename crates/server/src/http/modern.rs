@@ -296,6 +296,7 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
         caller: super::authn::current_caller(),
         toolset: super::authn::current_toolset(),
         trace: super::metering::http_trace(),
+        audit: Default::default(),
     };
     {
         let gateway = state.gateway.clone();
