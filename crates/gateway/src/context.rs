@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use manifold_upstream::auth::passthrough::CallerToken;
 use manifold_wire::{ErrorObject, Message, Revision};
 
 pub use crate::request_notes::RequestNotes;
@@ -72,6 +73,17 @@ pub struct RequestContext {
     /// What the request's stages note for its audit row; the edge leaves it empty
     /// (`RequestNotes::default()`) and the recorder starts it.
     pub audit: RequestNotes,
+}
+
+impl RequestContext {
+    /// The caller's own bearer token, as the request's upstream call carries it down (only
+    /// servers configured with `token_passthrough = true` are sent it).
+    pub fn caller_token(&self) -> Option<CallerToken> {
+        self.caller
+            .as_ref()
+            .and_then(|c| c.bearer.as_ref())
+            .map(|t| CallerToken(Arc::clone(&t.0)))
+    }
 }
 
 /// An authenticated identity as policy, logs and health see it.

@@ -71,21 +71,10 @@ impl Gateway {
     /// request's own id). Notifications tied to the request go out through `ctx.peer` first.
     /// Dropping the returned future cancels the upstream call.
     pub async fn handle(&self, ctx: &RequestContext, request: &Message) -> Message {
-        // The caller's own token rides with this task; only transports of servers configured
-        // with `token_passthrough = true` ever read it.
-        let bearer = ctx
-            .caller
-            .as_ref()
-            .and_then(|c| c.bearer.as_ref())
-            .map(|t| std::sync::Arc::clone(&t.0));
         // Boxed once here: the routing future is tens of KiB, and every layer above (the span,
         // the counters, the select on cancellation, the spawned task) would otherwise move it
         // again, one memcpy of its whole size per layer, per call.
-        manifold_upstream::auth::passthrough::with_caller_token(
-            bearer,
-            Box::pin(self.handle_as(ctx, request)),
-        )
-        .await
+        Box::pin(self.handle_as(ctx, request)).await
     }
 
     async fn handle_as(&self, ctx: &RequestContext, request: &Message) -> Message {
@@ -838,6 +827,8 @@ impl Gateway {
                     Some(&params),
                     upstream.def.call_options(),
                     Some(origin),
+                    // Only transports of servers configured with `token_passthrough = true` send it.
+                    ctx.caller_token(),
                 )
                 .await?;
             let response = self.drive(ctx, server, call, catcher, questions).await?;

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::auth::passthrough::CallerToken;
 use crate::error::UpstreamError;
 use crate::transport::{Inbound, Transport};
 
@@ -310,17 +311,20 @@ impl Connection {
         params: Option<&str>,
         options: CallOptions,
     ) -> Result<Call, UpstreamError> {
-        self.request_in_context(method, params, options, None).await
+        self.request_in_context(method, params, options, None, None)
+            .await
     }
 
     /// Like [`Connection::request`], attaching a context that server requests caused by this
-    /// call carry back to the handler.
+    /// call carry back to the handler, and the caller it runs for, whose own token a server
+    /// configured with `token_passthrough` is sent.
     pub async fn request_in_context(
         &self,
         method: &str,
         params: Option<&str>,
         options: CallOptions,
         context: Option<CallContext>,
+        caller: Option<CallerToken>,
     ) -> Result<Call, UpstreamError> {
         self.ensure_open()?;
         let id = Id::Num(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
@@ -383,7 +387,7 @@ impl Connection {
             options,
             finished: false,
         };
-        if let Err(e) = self.inner.transport.send(message).await {
+        if let Err(e) = self.inner.transport.send_as(message, caller).await {
             self.inner.forget(&id);
             let mut call = call;
             call.finished = true;

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
-use manifold_upstream::auth::passthrough::with_caller_token;
+use manifold_upstream::auth::passthrough::CallerToken;
 use manifold_upstream::auth::{
     FileTokenStore, Grant, HeadlessConsent, HttpAuth, OAuthClient, OAuthSettings, TokenStore,
 };
@@ -781,12 +781,18 @@ async fn login_stores_credentials_that_a_later_client_uses_without_the_user() {
 async fn passthrough_sends_the_callers_token_and_only_within_its_request() {
     let servers = Servers::start(|w| w.accept_no_token = true).await;
     let conn = open(servers.spec(HttpAuth::Passthrough)).await.unwrap();
-    with_caller_token(
-        Some(std::sync::Arc::from("caller-token")),
-        call_tool(&conn, "whoami"),
-    )
-    .await
-    .unwrap();
+    let params = json!({ "name": "whoami", "arguments": {} }).to_string();
+    let as_caller = conn.request_in_context(
+        "tools/call",
+        Some(&params),
+        CallOptions::default(),
+        None,
+        Some(CallerToken(Arc::from("caller-token"))),
+    );
+    let answered = tokio::time::timeout(HANG_GUARD, async { as_caller.await?.response().await })
+        .await
+        .expect("call hung");
+    assert!(answered.unwrap().result_raw().is_some());
     call_tool(&conn, "whoami").await.unwrap();
     conn.close().await;
     servers.with(|w| {

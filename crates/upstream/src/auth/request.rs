@@ -15,7 +15,7 @@ use super::HttpAuth;
 use super::challenge::{BearerChallenge, bearer_challenge};
 use super::error::AuthError;
 use super::http::{AuthHttp, client_for};
-use super::passthrough;
+use super::passthrough::CallerToken;
 use super::session::{Binding, LoginSummary, OAuthClient};
 use crate::error::UpstreamError;
 use crate::http_client::{check_url, send_failure};
@@ -119,16 +119,22 @@ impl RequestAuthorizer {
             })
     }
 
-    /// Sends the request `build` makes (called again for a retry), with credentials.
-    pub async fn send<F>(&self, build: F) -> Result<reqwest::Response, SendFailure>
+    /// Sends the request `build` makes (called again for a retry), with credentials: a
+    /// passthrough server's are those of `caller`, the caller the request runs for (`None` for
+    /// the gateway's own messages).
+    pub async fn send<F>(
+        &self,
+        caller: Option<&CallerToken>,
+        build: F,
+    ) -> Result<reqwest::Response, SendFailure>
     where
         F: Fn() -> reqwest::RequestBuilder,
     {
         match &self.mode {
             Mode::None => build().send().await.map_err(SendFailure::Http),
             Mode::Passthrough => {
-                let request = match passthrough::caller_token() {
-                    Some(token) => with_bearer(build(), &token),
+                let request = match caller {
+                    Some(token) => with_bearer(build(), token.as_str()),
                     None => build(),
                 };
                 request.send().await.map_err(SendFailure::Http)

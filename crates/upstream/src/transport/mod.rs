@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use manifold_wire::{Fault, Id, Message, Revision};
 use tokio::sync::mpsc;
 
+use crate::auth::passthrough::CallerToken;
 use crate::error::UpstreamError;
 
 /// What a transport hands up to its connection.
@@ -55,6 +56,17 @@ pub const INBOUND_QUEUE: usize = 1024;
 pub trait Transport: Send + Sync + 'static {
     /// Writes one message. For a request, its response arrives later through [`Inbound`].
     fn send(&self, message: Message) -> BoxFuture<'_, Result<(), UpstreamError>>;
+
+    /// Writes a request run for a downstream caller, whose own bearer token a server configured
+    /// with `token_passthrough` is sent. Only HTTP transports carry one; the others send the
+    /// request as [`Transport::send`] does.
+    fn send_as(
+        &self,
+        message: Message,
+        _caller: Option<CallerToken>,
+    ) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        self.send(message)
+    }
 
     /// Cancels a request at the transport level (closing its HTTP stream, in the modern era).
     /// Returns false when the transport cannot, so the connection sends `notifications/cancelled`.

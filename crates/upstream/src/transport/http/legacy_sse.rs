@@ -17,6 +17,7 @@ use url::Url;
 
 use super::sse_stream::{SseItem, SseReader};
 use crate::auth::RequestAuthorizer;
+use crate::auth::passthrough::CallerToken;
 use crate::connection::lock;
 use crate::error::UpstreamError;
 use crate::http_client::{excerpt, media_type, read_error_body};
@@ -72,7 +73,7 @@ pub async fn open_with_auth(
     auth: RequestAuthorizer,
 ) -> Result<LegacySseTransport, UpstreamError> {
     let response = auth
-        .send(|| {
+        .send(None, || {
             client
                 .get(sse_url.clone())
                 .header(ACCEPT, "text/event-stream")
@@ -241,9 +242,13 @@ impl Shared {
         self.inbound.send(item).await.is_ok()
     }
 
-    async fn post(&self, message: &Message) -> Result<(), UpstreamError> {
+    async fn post(
+        &self,
+        message: &Message,
+        caller: Option<&CallerToken>,
+    ) -> Result<(), UpstreamError> {
         let method = message.method().unwrap_or("a response");
-        let request = self.auth.send(|| {
+        let request = self.auth.send(caller, || {
             self.client
                 .post(self.endpoint.clone())
                 .headers(super::trace_headers::from_meta(message))
@@ -276,6 +281,14 @@ impl Shared {
 
 impl Transport for LegacySseTransport {
     fn send(&self, message: Message) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        self.send_as(message, None)
+    }
+
+    fn send_as(
+        &self,
+        message: Message,
+        caller: Option<CallerToken>,
+    ) -> BoxFuture<'_, Result<(), UpstreamError>> {
         Box::pin(async move {
             let shared = &self.shared;
             if shared.closed.load(Ordering::Acquire) || self.reader.is_finished() {
@@ -291,7 +304,7 @@ impl Transport for LegacySseTransport {
             if let Some(id) = &id {
                 lock(&shared.outstanding).insert(id.clone());
             }
-            let outcome = shared.post(&message).await;
+            let outcome = shared.post(&message, caller.as_ref()).await;
             if outcome.is_err()
                 && let Some(id) = &id
             {

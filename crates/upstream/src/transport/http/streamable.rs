@@ -27,6 +27,7 @@ use url::Url;
 use super::headers::{ToolHeaders, modern_headers};
 use super::sse_stream::{SseEnd, SseItem, SseReader};
 use crate::auth::RequestAuthorizer;
+use crate::auth::passthrough::CallerToken;
 use crate::connection::lock;
 use crate::error::UpstreamError;
 use crate::http_client::{
@@ -208,15 +209,21 @@ impl Shared {
     /// POSTs one message, a legacy one after any session renewal under way. Returns the reply
     /// and the session the exchange belongs to: the one the request carried, or the one the
     /// response to `initialize` started (its reply stream is resumed in that session).
-    async fn post(&self, message: &Message) -> Result<(Reply, Option<String>), UpstreamError> {
-        self.post_with(message, true).await
+    async fn post(
+        &self,
+        message: &Message,
+        caller: Option<&CallerToken>,
+    ) -> Result<(Reply, Option<String>), UpstreamError> {
+        self.post_with(message, true, caller).await
     }
 
     /// POSTs one message; `after_renewal` is false only for the renewal's own messages.
+    /// `caller` is the token of the caller a request runs for (passthrough servers only).
     async fn post_with(
         &self,
         message: &Message,
         after_renewal: bool,
+        caller: Option<&CallerToken>,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
         let method = message.method().unwrap_or("a response");
         let (mut headers, mut session) = match self.era_of(message) {
@@ -231,7 +238,7 @@ impl Shared {
         super::trace_headers::copy_from_meta(message, &mut headers);
         let response = self
             .auth
-            .send(|| {
+            .send(caller, || {
                 self.client
                     .post(self.url.clone())
                     .headers(headers.clone())
@@ -295,19 +302,25 @@ impl Shared {
     }
 
     /// Delivers one request and everything its reply carries. An `Err` settles the request.
-    async fn run_request(self: &Arc<Self>, message: Message, id: Id) -> Result<(), UpstreamError> {
+    async fn run_request(
+        self: &Arc<Self>,
+        message: Message,
+        id: Id,
+        caller: Option<CallerToken>,
+    ) -> Result<(), UpstreamError> {
+        let caller = caller.as_ref();
         let method = message.method().unwrap_or_default().to_owned();
         let legacy = matches!(self.era_of(&message), MessageEra::Legacy);
         let mut renewed = false;
         loop {
-            let (reply, session) = self.post(&message).await?;
+            let (reply, session) = self.post(&message, caller).await?;
             match reply {
                 Reply::Failed {
                     status: 404,
                     ref body,
                 } if legacy && session.is_some() && !renewed && !is_method_not_found(body) => {
                     renewed = true;
-                    self.reinitialize(session.as_deref()).await?;
+                    self.reinitialize(session.as_deref(), caller).await?;
                     continue;
                 }
                 Reply::Failed { status, body } => {
@@ -331,7 +344,7 @@ impl Shared {
                 Reply::Stream(response) => {
                     let session = session.as_deref();
                     return self
-                        .stream_reply(&method, &id, legacy, session, response)
+                        .stream_reply(&method, &id, legacy, session, response, caller)
                         .await;
                 }
             }
@@ -440,6 +453,7 @@ impl Shared {
         legacy: bool,
         session: Option<&str>,
         response: reqwest::Response,
+        caller: Option<&CallerToken>,
     ) -> Result<(), UpstreamError> {
         let mut reader = SseReader::new(response);
         let mut cursor: Option<String> = None;
@@ -494,7 +508,8 @@ impl Shared {
             let Some(last) = cursor.clone().filter(|_| legacy) else {
                 return Err(self.stream_ended(method, &end, legacy));
             };
-            let resumed = self.resume_reply(method, &last, session, &end, &mut attempts, retry);
+            let resumed =
+                self.resume_reply(method, &last, (session, caller), &end, &mut attempts, retry);
             reader = resumed.await?;
         }
     }
@@ -505,7 +520,7 @@ impl Shared {
         &self,
         method: &str,
         last: &str,
-        session: Option<&str>,
+        (session, caller): (Option<&str>, Option<&CallerToken>),
         end: &SseEnd,
         attempts: &mut u32,
         retry: Option<Duration>,
@@ -532,7 +547,7 @@ impl Shared {
             }
             *attempts += 1;
             tokio::time::sleep(retry.unwrap_or(DEFAULT_RETRY_DELAY).min(MAX_RETRY_DELAY)).await;
-            match self.resume(last, session).await {
+            match self.resume(last, session, caller).await {
                 Ok(Resumption::Stream(response)) => return Ok(SseReader::new(response)),
                 Ok(Resumption::NotAllowed) => {
                     let why = format!(
@@ -589,6 +604,7 @@ impl Shared {
         &self,
         last_event_id: &str,
         session: Option<&str>,
+        caller: Option<&CallerToken>,
     ) -> Result<Resumption, UpstreamError> {
         let mut headers = {
             let st = lock(&self.state);
@@ -600,7 +616,7 @@ impl Shared {
         if let Ok(v) = HeaderValue::from_str(last_event_id) {
             headers.insert(meta::header::LAST_EVENT_ID, v);
         }
-        let response = self.get(headers).await?;
+        let response = self.get(headers, caller).await?;
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Resumption::NotAllowed);
@@ -615,9 +631,13 @@ impl Shared {
         Ok(Resumption::Stream(response))
     }
 
-    async fn get(&self, headers: HeaderMap) -> Result<reqwest::Response, UpstreamError> {
+    async fn get(
+        &self,
+        headers: HeaderMap,
+        caller: Option<&CallerToken>,
+    ) -> Result<reqwest::Response, UpstreamError> {
         self.auth
-            .send(|| {
+            .send(caller, || {
                 self.client
                     .get(self.url.clone())
                     .headers(headers.clone())
@@ -635,11 +655,11 @@ impl Shared {
             && matches!(self.era_of(message), MessageEra::Legacy);
         let mut renewed = false;
         loop {
-            let (reply, session) = self.post(message).await?;
+            let (reply, session) = self.post(message, None).await?;
             match reply {
                 Reply::Failed { status: 404, .. } if renewable && session.is_some() && !renewed => {
                     renewed = true;
-                    self.reinitialize(session.as_deref()).await?;
+                    self.reinitialize(session.as_deref(), None).await?;
                 }
                 Reply::Failed { status, body } => {
                     return Err(self.http_error(&method, status, &body));
@@ -654,7 +674,11 @@ impl Shared {
     /// `initialize` again, `notifications/initialized`, and a new GET stream. Other requests wait
     /// until it is done (or failed), then go out in the new session (or find the old one expired
     /// and try again).
-    async fn reinitialize(self: &Arc<Self>, expired: Option<&str>) -> Result<(), UpstreamError> {
+    async fn reinitialize(
+        self: &Arc<Self>,
+        expired: Option<&str>,
+        caller: Option<&CallerToken>,
+    ) -> Result<(), UpstreamError> {
         let _one_at_a_time = self.reinit.lock().await;
         let initialize = {
             let mut st = lock(&self.state);
@@ -679,7 +703,7 @@ impl Shared {
         tracing::info!(server = %self.server, "the server ended the session (HTTP 404); initializing a new one");
         let id = Id::from(format!("manifold-reinitialize-{n}").as_str());
         let initialize = initialize.with_id(&id);
-        let (reply, _) = self.post_with(&initialize, false).await?;
+        let (reply, _) = self.post_with(&initialize, false, caller).await?;
         let response = match reply {
             Reply::Json(response) => {
                 let body =
@@ -719,7 +743,7 @@ impl Shared {
             }
         }
         let initialized = Message::notification(meta::method::INITIALIZED, None);
-        let (reply, _) = self.post_with(&initialized, false).await?;
+        let (reply, _) = self.post_with(&initialized, false, caller).await?;
         if let Reply::Failed { status, body } = reply {
             return Err(self.http_error(meta::method::INITIALIZED, status, &body));
         }
@@ -781,7 +805,7 @@ impl Shared {
             {
                 headers.insert(meta::header::LAST_EVENT_ID, last);
             }
-            match self.get(headers).await {
+            match self.get(headers, None).await {
                 Err(e) => {
                     failures += 1;
                     tracing::debug!(server = %self.server, error = %e, "the GET stream could not be opened");
@@ -864,7 +888,7 @@ impl Shared {
         if session.is_none() {
             return;
         }
-        let request = self.auth.send(|| {
+        let request = self.auth.send(None, || {
             self.client
                 .delete(self.url.clone())
                 .headers(headers.clone())
@@ -962,6 +986,14 @@ async fn classify(response: reqwest::Response) -> Reply {
 
 impl Transport for StreamableHttpTransport {
     fn send(&self, message: Message) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        self.send_as(message, None)
+    }
+
+    fn send_as(
+        &self,
+        message: Message,
+        caller: Option<CallerToken>,
+    ) -> BoxFuture<'_, Result<(), UpstreamError>> {
         Box::pin(async move {
             let shared = &self.shared;
             if shared.closed.load(Ordering::Acquire) {
@@ -993,8 +1025,8 @@ impl Transport for StreamableHttpTransport {
             let me = Arc::clone(shared);
             let task_id = id.clone();
             // The caller's token (for passthrough servers) goes with the request to its task.
-            let task = tokio::spawn(crate::auth::passthrough::carry(async move {
-                let outcome = me.run_request(message, task_id.clone()).await;
+            let task = tokio::spawn(async move {
+                let outcome = me.run_request(message, task_id.clone(), caller).await;
                 lock(&me.state).streams.remove(&task_id);
                 if let Err(error) = outcome {
                     me.hand_up(Inbound::RequestFailed {
@@ -1005,7 +1037,7 @@ impl Transport for StreamableHttpTransport {
                 }
                 // Again, for a registration that came after the first removal.
                 lock(&me.state).streams.remove(&task_id);
-            }));
+            });
             // The task may have ended before this registration: then the entry is taken out
             // again here; if it is still running, its last removal comes after this. Ids are
             // never reused on a connection, so no removal touches another request's entry. (The
