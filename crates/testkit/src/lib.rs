@@ -28,6 +28,7 @@ mod error;
 mod locate;
 mod ports;
 mod postgres;
+mod product;
 mod scratch;
 mod workspace_bin;
 
@@ -44,5 +45,6 @@ pub use ports::{free_port, listening_addrs, parse_listeners, wait_for_port};
 pub use postgres::{
     POSTGRES_BIN_ENV, POSTGRES_OS_USER, Postgres, PostgresFixtureError, is_root, postgres_bin,
 };
+pub use product::PRODUCT_CRATES;
 pub use scratch::{ScratchDir, fresh_dir};
 pub use workspace_bin::{test_peer, workspace_binary};

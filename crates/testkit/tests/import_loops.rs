@@ -12,23 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Crates whose sources are Manifold itself (test peers, fixtures and the benchmark are not).
-const PRODUCT_CRATES: [&str; 14] = [
-    "audit",
-    "auth",
-    "authored",
-    "config",
-    "egress",
-    "gateway",
-    "manifold",
-    "sandbox",
-    "server",
-    "store",
-    "suggest",
-    "telemetry",
-    "upstream",
-    "wire",
-];
+use manifold_testkit::PRODUCT_CRATES;
 
 /// One crate's modules: module path (`a::b`, `""` for the root) to its file, relative to the
 /// workspace.

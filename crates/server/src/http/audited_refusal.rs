@@ -12,7 +12,42 @@ use manifold_gateway::TraceHeaders;
 use manifold_telemetry::audit::{AuditFacts, AuditOutcome};
 use manifold_telemetry::{RejectReason, Telemetry, TraceParent};
 
-use super::metering::EdgeRequest;
+use super::endpoint_path::{MCP_PATHS, endpoint_of};
+
+/// What the audit row of an edge refusal says about the request: kept without allocating, as
+/// every MCP request passes here and few are refused.
+pub(crate) struct EdgeRequest {
+    pub method: axum::http::Method,
+    /// One of [`MCP_PATHS`].
+    pub path: &'static str,
+    pub bytes_in: u64,
+}
+
+impl EdgeRequest {
+    pub(crate) fn of(request: &axum::extract::Request) -> EdgeRequest {
+        // A tool set's endpoint counts as its endpoint: set names stay out of metric labels.
+        let path = endpoint_of(request.uri().path());
+        EdgeRequest {
+            method: request.method().clone(),
+            path: MCP_PATHS
+                .iter()
+                .find(|p| **p == path)
+                .copied()
+                .unwrap_or("-"),
+            bytes_in: request
+                .headers()
+                .get(axum::http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        }
+    }
+
+    /// `POST /mcp`, as the row names it.
+    pub fn method_and_path(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
 
 /// Edge refusals recorded per second, per process; more are counted but get no row.
 pub const MAX_AUDITED_REFUSALS_PER_SECOND: u64 = 100;

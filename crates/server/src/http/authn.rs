@@ -4,9 +4,9 @@
 //!
 //! The middleware asks the configured [`manifold_auth::Authenticator`]; a refusal is answered
 //! here with the status and `WWW-Authenticate` challenge it names. The identity then travels
-//! with the request as a task-local, which the handlers read where they build the gateway's
-//! `RequestContext` (`current_caller`) and where they mint a session (`current_binding`: a
-//! digest of the principal sealed into the session). A request that presents a session id
+//! in the request's extensions ([`Authenticated`], read by handlers as part of `EdgeFacts`),
+//! down to where they build the gateway's `RequestContext` and where they mint a session (the
+//! binding: a digest of the principal sealed into the session). A request that presents a session id
 //! minted for another identity gets the same 404 as an unknown session: nothing tells it the
 //! session exists, and a client whose identity changed simply starts a new one.
 //!
@@ -28,48 +28,10 @@ use manifold_wire::{ErrorCode, meta};
 use tracing::Instrument as _;
 
 use super::AppState;
+use super::edge_facts::Authenticated;
+use super::endpoint_path::toolset_in_path;
 use super::reply;
 use crate::sealed;
-
-/// Who the request being handled was authenticated as; empty when authentication is off.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Authenticated {
-    pub caller: Option<Arc<Caller>>,
-    /// Digest of the principal (see `Identity::binding`), sealed into sessions it starts.
-    pub binding: Option<String>,
-    /// The tool set the request works in (`/mcp/NAME`, or the caller's own).
-    pub toolset: Option<Arc<str>>,
-}
-
-tokio::task_local! {
-    static AUTHENTICATED: Authenticated;
-}
-
-/// The identity of the request this task is handling (read it before spawning).
-pub(crate) fn current_caller() -> Option<Arc<Caller>> {
-    AUTHENTICATED.try_with(|a| a.caller.clone()).ok().flatten()
-}
-
-/// The tool set of the request this task is handling (read it before spawning).
-pub(crate) fn current_toolset() -> Option<Arc<str>> {
-    AUTHENTICATED.try_with(|a| a.toolset.clone()).ok().flatten()
-}
-
-/// The endpoint a path is, with its tool set taken off: `/mcp/NAME` is `/mcp`.
-pub(crate) fn endpoint_of(path: &str) -> &str {
-    match toolset_in_path(path) {
-        Some(name) => &path[..path.len() - name.len() - 1],
-        None => path,
-    }
-}
-
-/// The set an endpoint's path names: `/mcp/NAME`, `/sse/NAME`, `/message/NAME`.
-pub(crate) fn toolset_in_path(path: &str) -> Option<&str> {
-    ["/mcp/", "/sse/", "/message/"]
-        .iter()
-        .find_map(|prefix| path.strip_prefix(prefix))
-        .filter(|name| !name.is_empty() && !name.contains('/'))
-}
 
 /// Runs the rest of the stack as `caller`, in the tool set the path names or the caller is
 /// confined to; refuses an unknown set (404) and a set the caller is kept out of (403).
@@ -92,17 +54,13 @@ async fn run_as(
             return reply::error(status, None, ErrorCode::Forbidden, refusal.to_string());
         }
     };
-    let authenticated = Authenticated {
+    let mut request = request;
+    request.extensions_mut().insert(Authenticated {
         caller,
         binding,
         toolset,
-    };
-    AUTHENTICATED.scope(authenticated, next.run(request)).await
-}
-
-/// The binding sealed into sessions this request starts and compared on every later use.
-pub(crate) fn current_binding() -> Option<String> {
-    AUTHENTICATED.try_with(|a| a.binding.clone()).ok().flatten()
+    });
+    next.run(request).await
 }
 
 fn caller_of(identity: &Identity, bearer: Option<String>) -> Caller {
@@ -229,7 +187,7 @@ fn foreign_session(state: &AppState, request: &Request, binding: Option<&str>) -
     tracing::warn!(
         "refused a session id presented by another identity than the one that started it"
     );
-    Some(super::streamable::session_gone(None))
+    Some(reply::session_gone(None))
 }
 
 async fn protected_resource_metadata(State(state): State<Arc<AppState>>) -> Response {
@@ -253,30 +211,4 @@ pub(crate) fn metadata_routes() -> Router<Arc<AppState>> {
             &format!("{WELL_KNOWN_PREFIX}/mcp"),
             get(protected_resource_metadata),
         )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sets_endpoint_is_read_from_its_path_and_counts_as_its_endpoint() {
-        assert_eq!(toolset_in_path("/mcp/coding"), Some("coding"));
-        assert_eq!(toolset_in_path("/sse/coding"), Some("coding"));
-        assert_eq!(toolset_in_path("/message/coding"), Some("coding"));
-        for none in [
-            "/mcp",
-            "/mcp/",
-            "/mcp/a/b",
-            "/sse",
-            "/ui/coding",
-            "/healthz",
-        ] {
-            assert_eq!(toolset_in_path(none), None, "{none}");
-        }
-        assert_eq!(endpoint_of("/mcp/coding"), "/mcp");
-        assert_eq!(endpoint_of("/message/x"), "/message");
-        assert_eq!(endpoint_of("/mcp"), "/mcp");
-        assert_eq!(endpoint_of("/metrics"), "/metrics");
-    }
 }

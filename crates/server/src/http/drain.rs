@@ -61,7 +61,7 @@ pub(crate) async fn refuse_new_work(
     if !state.gateway.is_draining() {
         return next.run(request).await;
     }
-    let path = super::authn::endpoint_of(request.uri().path()).to_owned();
+    let path = super::endpoint_path::endpoint_of(request.uri().path()).to_owned();
     let method = request.method().clone();
     match (method, path.as_str()) {
         (_, "/healthz") => next.run(request).await,

@@ -24,6 +24,7 @@ use manifold_wire::ErrorObject;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
+use super::edge_facts::EdgeFacts;
 use crate::in_process::{self, OnBehalf};
 
 /// What the dialect's requests declare as their client (audit rows name it).
@@ -96,6 +97,7 @@ fn gateway_failure(id: &Value, e: &ErrorObject, extra: Map<String, Value>) -> Re
 /// `POST /rpc`.
 pub(crate) async fn endpoint(
     State(state): State<Arc<AppState>>,
+    facts: EdgeFacts,
     body: axum::body::Body,
 ) -> Response {
     // The MCP endpoint's own bound (the router turns axum's default limit off).
@@ -135,8 +137,8 @@ pub(crate) async fn endpoint(
     };
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
     let who = OnBehalf {
-        caller: super::authn::current_caller(),
-        toolset: super::authn::current_toolset(),
+        caller: facts.caller(),
+        toolset: facts.toolset(),
         client_info: CLIENT_INFO,
     };
     match method {

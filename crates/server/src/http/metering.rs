@@ -1,6 +1,6 @@
 //! What the HTTP layer contributes to Manifold's telemetry: body bytes in and out, requests
 //! refused before they reached the gateway (by reason), and the W3C trace context of each
-//! request's HTTP headers, handed to the gateway through the request context.
+//! request's HTTP headers, put in the request's extensions for its handler (`edge_facts.rs`).
 //!
 //! One middleware, outermost, so that every refusal is seen whichever layer made it (the
 //! Origin/Host guard, authentication, the drain, the transports' own checks). A refusal is any
@@ -23,17 +23,11 @@ use manifold_telemetry::{RejectReason, RequestOutcome, Telemetry};
 use manifold_wire::Era;
 
 use super::AppState;
+use super::audited_refusal::EdgeRequest;
+use super::endpoint_path::{MCP_PATHS, endpoint_of};
 
 /// Largest refusal body read to learn its JSON-RPC error code (refusals are short messages).
 pub const MAX_REFUSAL_BODY: u64 = 64 * 1024;
-
-/// The paths whose traffic is MCP traffic (probes and scrapes are not counted).
-const MCP_PATHS: [&str; 4] = ["/mcp", "/sse", "/message", "/rpc"];
-
-tokio::task_local! {
-    /// The trace context of the HTTP request being handled, for the gateway call it starts.
-    static HTTP_TRACE: Option<TraceHeaders>;
-}
 
 /// Marks a response as the gateway's answer to a request (not a refusal), whatever its status.
 #[derive(Debug, Clone, Copy)]
@@ -67,11 +61,6 @@ pub(crate) fn trace_headers(headers: &HeaderMap) -> Option<TraceHeaders> {
     })
 }
 
-/// The HTTP trace context of the request this task is handling.
-pub(crate) fn http_trace() -> Option<TraceHeaders> {
-    HTTP_TRACE.try_with(Clone::clone).ok().flatten()
-}
-
 /// Counts a request the server answered itself (`initialize`, `server/discover`,
 /// `subscriptions/listen`), as the gateway's requests are counted.
 pub(crate) fn count_request(state: &AppState, method: &str, era: Era, outcome: RequestOutcome) {
@@ -89,14 +78,17 @@ pub(crate) async fn meter(
     request: Request,
     next: Next,
 ) -> Response {
-    if !MCP_PATHS.contains(&super::authn::endpoint_of(request.uri().path())) {
+    if !MCP_PATHS.contains(&endpoint_of(request.uri().path())) {
         return next.run(request).await;
     }
     let telemetry = Arc::clone(&state.gateway.settings().telemetry);
     let trace = trace_headers(request.headers());
     let edge = EdgeRequest::of(&request);
-    let request = request.map(|body| Body::new(Metered::new(body, &telemetry, Direction::In)));
-    let response = HTTP_TRACE.scope(trace.clone(), next.run(request)).await;
+    let mut request = request.map(|body| Body::new(Metered::new(body, &telemetry, Direction::In)));
+    request
+        .extensions_mut()
+        .insert(super::edge_facts::HttpTrace(trace.clone()));
+    let response = next.run(request).await;
     let status = response.status();
     let refused = (status.is_client_error() || status.is_server_error())
         && response.extensions().get::<GatewayAnswer>().is_none();
@@ -108,41 +100,6 @@ pub(crate) async fn meter(
         response
     };
     response.map(|body| Body::new(Metered::new(body, &telemetry, Direction::Out)))
-}
-
-/// What the audit row of an edge refusal says about the request: kept without allocating, as
-/// every MCP request passes here and few are refused.
-pub(crate) struct EdgeRequest {
-    pub method: axum::http::Method,
-    /// One of [`MCP_PATHS`].
-    pub path: &'static str,
-    pub bytes_in: u64,
-}
-
-impl EdgeRequest {
-    fn of(request: &Request) -> EdgeRequest {
-        // A tool set's endpoint counts as its endpoint: set names stay out of metric labels.
-        let path = super::authn::endpoint_of(request.uri().path());
-        EdgeRequest {
-            method: request.method().clone(),
-            path: MCP_PATHS
-                .iter()
-                .find(|p| **p == path)
-                .copied()
-                .unwrap_or("-"),
-            bytes_in: request
-                .headers()
-                .get(axum::http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-        }
-    }
-
-    /// `POST /mcp`, as the row names it.
-    pub fn method_and_path(&self) -> String {
-        format!("{} {}", self.method, self.path)
-    }
 }
 
 /// Counts a refusal by the reason it names (extension), or by its status and error code.

@@ -21,8 +21,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::edge_facts::EdgeFacts;
+use super::exchange::{ReplyMode, accepts, deliver, header, reply_mode};
 use super::reply;
-use super::streamable::{ReplyMode, accepts, deliver, header, reply_mode};
 use crate::accept::Accepts;
 use crate::events::ListenFilter;
 use crate::modern_meta::{read_meta, stated_revision};
@@ -207,7 +208,12 @@ impl Outlet for ReplyOutlet {
 }
 
 #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
-pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Message) -> Response {
+pub(crate) async fn post(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    message: Message,
+    facts: &EdgeFacts,
+) -> Response {
     let id = message.id().cloned();
     match message.kind() {
         Kind::Notification => return reply::accepted(),
@@ -256,7 +262,7 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
     }
     let accepts = accepts(headers);
     if method == meta::method::SUBSCRIPTIONS_LISTEN {
-        let r = listen(state, &accepts, &message, &request_id);
+        let r = listen(state, (&accepts, facts), &message, &request_id);
         if r.status().is_success() {
             super::metering::count_request(state, method, Era::Modern, RequestOutcome::Ok);
         }
@@ -293,9 +299,9 @@ pub(crate) async fn post(state: &Arc<AppState>, headers: &HeaderMap, message: Me
             log_level: meta.log_level,
         }),
         session: None,
-        caller: super::authn::current_caller(),
-        toolset: super::authn::current_toolset(),
-        trace: super::metering::http_trace(),
+        caller: facts.caller(),
+        toolset: facts.toolset(),
+        trace: facts.trace.clone(),
         audit: Default::default(),
     };
     {
@@ -354,7 +360,12 @@ fn modern_reader(
 /// `subscriptions/listen`: an SSE stream that opens with the acknowledgement and then carries
 /// the change notifications the filter opted in to, until the client closes it or the server
 /// shuts down (then it ends with the listen request's result).
-fn listen(state: &Arc<AppState>, accepts: &Accepts, message: &Message, id: &Id) -> Response {
+fn listen(
+    state: &Arc<AppState>,
+    (accepts, facts): (&Accepts, &EdgeFacts),
+    message: &Message,
+    id: &Id,
+) -> Response {
     if !accepts.sse_ok() {
         return reply::not_acceptable(
             Some(id),
@@ -389,8 +400,8 @@ fn listen(state: &Arc<AppState>, accepts: &Accepts, message: &Message, id: &Id) 
     let mut events = state.gateway.events();
     let audience = manifold_gateway::audience::Audience::new(
         state.gateway.clone(),
-        super::authn::current_caller(),
-        super::authn::current_toolset(),
+        facts.caller(),
+        facts.toolset(),
     );
     log.push(filter.acknowledgement(id).as_str());
     let gone = CancellationToken::new();

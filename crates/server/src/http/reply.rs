@@ -135,3 +135,13 @@ pub fn too_large(limit: usize) -> Response {
         format!("the request body is larger than {limit} bytes, Manifold's limit for one message"),
     )
 }
+
+/// 404 for a session id this gateway does not know, or that belongs to another identity.
+pub(crate) fn session_gone(id: Option<&Id>) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        id,
+        ErrorCode::SessionNotFound,
+        "Not Found: this MCP session has ended or was not minted by this gateway; start a new one with initialize",
+    )
+}

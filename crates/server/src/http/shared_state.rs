@@ -9,12 +9,17 @@ use std::sync::Arc;
 use manifold_wire::Message;
 
 use super::AppState;
+use super::edge_facts::EdgeFacts;
 use super::legacy_sessions::LiveSession;
 use crate::shared_sessions::{self, SessionChange};
 
 /// Takes in what the store holds for `session`, just revived here for a request made as the
 /// current caller. `false`: the session ended on another replica (it is ended here too).
-pub(crate) async fn revive(state: &Arc<AppState>, session: &Arc<LiveSession>) -> bool {
+pub(crate) async fn revive(
+    state: &Arc<AppState>,
+    session: &Arc<LiveSession>,
+    facts: &EdgeFacts,
+) -> bool {
     let Some(relay) = &state.settings.relay else {
         return true;
     };
@@ -27,8 +32,8 @@ pub(crate) async fn revive(state: &Arc<AppState>, session: &Arc<LiveSession>) ->
             return true;
         }
     };
-    let caller = super::authn::current_caller();
-    let toolset = super::authn::current_toolset();
+    let caller = facts.caller();
+    let toolset = facts.toolset();
     let live = shared_sessions::adopt(&state.gateway, &session.core, shared, caller, toolset);
     if !live {
         end_here(state, &session.id);

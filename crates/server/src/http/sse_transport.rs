@@ -24,8 +24,9 @@ use manifold_wire::{ErrorCode, ErrorObject, Message, Revision, meta};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::edge_facts::EdgeFacts;
+use super::exchange::read_message;
 use super::reply;
-use super::streamable::read_message;
 use crate::session::{CallOrigin, ClientSession, Outlet, negotiate, run_session_call_as};
 use crate::session_key::{hex, random_bytes};
 use crate::stream_log::{ReaderOptions, StreamLog};
@@ -82,7 +83,11 @@ impl Outlet for StreamOutlet {
     }
 }
 
-pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Uri) -> Response {
+pub(crate) async fn open(
+    State(state): State<Arc<AppState>>,
+    facts: EdgeFacts,
+    uri: axum::http::Uri,
+) -> Response {
     let limits = state.settings.limits;
     let random = match random_bytes::<16>() {
         Ok(b) => hex(&b),
@@ -116,7 +121,7 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Ur
             format!("mf-sse-{}", random.get(..8).unwrap_or_default()),
             limits.max_in_flight,
         )),
-        owner: super::authn::current_binding(),
+        owner: facts.binding(),
         initialized: Mutex::new(false),
         log: Arc::clone(&log),
         ended: state.stop.child_token(),
@@ -140,7 +145,7 @@ pub(crate) async fn open(State(state): State<Arc<AppState>>, uri: axum::http::Ur
     let endpoint = SseEvent {
         event: Some("endpoint".to_owned()),
         // A set's stream posts to the set's message endpoint.
-        data: Some(match super::authn::toolset_in_path(uri.path()) {
+        data: Some(match super::endpoint_path::toolset_in_path(uri.path()) {
             Some(set) => format!("/message/{set}?sessionId={id}"),
             None => format!("/message?sessionId={id}"),
         }),
@@ -195,6 +200,7 @@ async fn forward_events(
 pub(crate) async fn message(
     State(state): State<Arc<AppState>>,
     Query(query): Query<HashMap<String, String>>,
+    facts: EdgeFacts,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -207,13 +213,13 @@ pub(crate) async fn message(
         );
     };
     // Another identity's session is answered as unknown: nothing tells it the session exists.
-    let owner = super::authn::current_binding();
+    let owner = facts.binding();
     let found = lock(&state.sse_sessions.open).get(id).cloned();
     let Some(session) = found.filter(|s| s.owner == owner) else {
         if let Some(relay) = &state.settings.relay
             && let Some(holder) = holder_of(id).filter(|h| *h != relay.replica)
         {
-            return relay_post(&state, holder, id, owner, headers, body).await;
+            return relay_post(&state, (holder, id), &facts, headers, body).await;
         }
         return unknown_session();
     };
@@ -222,9 +228,9 @@ pub(crate) async fn message(
         Err(r) => return *r,
     };
     let origin = CallOrigin {
-        caller: super::authn::current_caller(),
-        toolset: super::authn::current_toolset(),
-        trace: super::metering::http_trace(),
+        caller: facts.caller(),
+        toolset: facts.toolset(),
+        trace: facts.trace.clone(),
     };
     if let Some(message) = session.core.take_unless_request(message) {
         request(&state, &session, message, origin);
@@ -273,9 +279,8 @@ struct RelayedCaller {
 /// Reads the POST and hands it to `holder`: 202 once the relay took it, 503 if it could not.
 async fn relay_post(
     state: &Arc<AppState>,
-    holder: &str,
-    id: &str,
-    binding: Option<String>,
+    (holder, id): (&str, &str),
+    facts: &EdgeFacts,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -284,13 +289,13 @@ async fn relay_post(
         Err(r) => return *r,
     };
     let post = RelayedPost {
-        binding,
-        caller: super::authn::current_caller().map(|c| RelayedCaller {
+        binding: facts.binding(),
+        caller: facts.caller().map(|c| RelayedCaller {
             name: c.name.clone(),
             groups: c.groups.clone(),
             scopes: c.scopes.clone(),
         }),
-        toolset: super::authn::current_toolset().map(|t| t.to_string()),
+        toolset: facts.toolset().map(|t| t.to_string()),
         message: message.as_str().to_owned(),
     };
     let Ok(text) = serde_json::to_string(&post) else {

@@ -17,144 +17,30 @@ use std::sync::{Arc, Weak};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use manifold_wire::{ErrorCode, Id, Kind, Message, Revision, meta};
-use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::edge_facts::EdgeFacts;
+use super::exchange::{ReplyMode, accepts, deliver, header, read_message, reply_mode};
 use super::legacy_sessions::LiveSession;
-use super::reply;
-use crate::accept::Accepts;
+use super::reply::{self, session_gone};
 use crate::modern_meta::looks_modern;
 use crate::sealed::{self, SessionState};
 use crate::session::{CallOrigin, Outlet, negotiate, run_session_call_as};
 use crate::stream_log::{ReaderOptions, Start, StreamLog};
 
-pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).map(|v| v.to_str().unwrap_or("\u{0}"))
-}
-
-/// What the request's `Accept` headers allow (all of them: a client may send several).
-pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
-    let values: Vec<&str> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    if values.is_empty() {
-        Accepts::parse(None)
-    } else {
-        Accepts::parse(Some(&values.join(",")))
-    }
-}
-
-/// How a request's reply is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReplyMode {
-    /// The client does not accept SSE.
-    JsonOnly,
-    /// An SSE stream from the start.
-    Sse,
-    /// JSON, unless the call sends something before its answer.
-    Deferred,
-}
-
-pub(crate) fn reply_mode(accepts: &Accepts, request: &Message) -> ReplyMode {
-    let progress = request
-        .params_raw(&["_meta", meta::PROGRESS_TOKEN])
-        .is_some();
-    if !accepts.sse_ok() {
-        ReplyMode::JsonOnly
-    } else if progress || accepts.wants_sse() || !accepts.json_ok() {
-        ReplyMode::Sse
-    } else {
-        ReplyMode::Deferred
-    }
-}
-
-/// Cancels a call if the handler waiting for its first output goes away (the client left).
-struct CancelOnDrop(Option<CancellationToken>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            t.cancel();
-        }
-    }
-}
-
-/// Answers a call whose messages go to `log`: as a stream (`stream()` builds it), or as JSON
-/// when the call finished with nothing but its answer.
-pub(crate) async fn deliver(
-    log: &Arc<StreamLog>,
-    mode: ReplyMode,
-    cancel: CancellationToken,
-    id: Option<&Id>,
-    json_status: fn(&str) -> StatusCode,
-    stream: impl FnOnce() -> Response,
-) -> Response {
-    if mode == ReplyMode::Sse {
-        return stream();
-    }
-    let mut guard = CancelOnDrop(Some(cancel));
-    log.wait_for_output().await;
-    guard.0 = None;
-    if let Some(data) = log.sole_event_if_finished() {
-        return super::metering::answered(reply::json_answer(json_status(&data), data.to_string()));
-    }
-    if log.finished_at().is_some() && log.appended() == 0 {
-        return reply::error(
-            StatusCode::OK,
-            id,
-            ErrorCode::RequestCancelled,
-            "the request was cancelled",
-        );
-    }
-    stream()
-}
-
-/// Reads a body within the bound and decodes it; a body that is no JSON-RPC message gets 400
-/// with the parse error (with its id when one could be read).
-pub(crate) async fn read_message(
-    body: Body,
-    headers: &HeaderMap,
-    limit: usize,
-) -> Result<Message, Box<Response>> {
-    let bytes = read_body(body, headers, limit).await?;
-    Message::decode(&bytes).map_err(|fault| {
-        Box::new(reply::json(
-            StatusCode::BAD_REQUEST,
-            fault.to_response().as_str().to_owned(),
-        ))
-    })
-}
-
-/// Reads a body within the bound.
-async fn read_body(
-    body: Body,
-    headers: &HeaderMap,
-    limit: usize,
-) -> Result<bytes::Bytes, Box<Response>> {
-    let declared =
-        header(headers, header::CONTENT_LENGTH.as_str()).and_then(|l| l.parse::<usize>().ok());
-    if declared.is_some_and(|l| l > limit) {
-        return Err(Box::new(reply::too_large(limit)));
-    }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| Box::new(reply::too_large(limit)))
-}
-
 pub(crate) async fn endpoint(
     State(state): State<Arc<AppState>>,
     method: Method,
+    facts: EdgeFacts,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     match method {
-        Method::POST => post(&state, &headers, body).await,
-        Method::GET => get(&state, &headers).await,
+        Method::POST => post(&state, &headers, body, &facts).await,
+        Method::GET => get(&state, &headers, &facts).await,
         Method::DELETE => delete(&state, &headers).await,
         _ => reply::method_not_allowed(
             "GET, POST, DELETE",
@@ -169,7 +55,12 @@ fn modern_header(headers: &HeaderMap) -> bool {
         .is_some_and(|r| r.era() == manifold_wire::Era::Modern)
 }
 
-async fn post(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Response {
+async fn post(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Body,
+    facts: &EdgeFacts,
+) -> Response {
     let message = match read_message(body, headers, state.settings.limits.max_body_bytes).await {
         Ok(m) => m,
         Err(r) => return *r,
@@ -181,13 +72,13 @@ async fn post(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Respons
         && message.method() == Some(meta::method::INITIALIZE)
         && !looks_modern(&message)
     {
-        return initialize(state, headers, &message);
+        return initialize(state, headers, &message, facts);
     }
     if let Some(session) = session {
-        return session_post(state, headers, session, message).await;
+        return session_post(state, headers, session, message, facts).await;
     }
     if looks_modern(&message) || modern_header(headers) {
-        return super::modern::post(state, headers, message).await;
+        return super::modern::post(state, headers, message, facts).await;
     }
     reply::error(
         StatusCode::BAD_REQUEST,
@@ -217,21 +108,13 @@ fn legacy_version_header(headers: &HeaderMap, id: Option<&Id>) -> Result<(), Box
     }
 }
 
-pub(crate) fn session_gone(id: Option<&Id>) -> Response {
-    reply::error(
-        StatusCode::NOT_FOUND,
-        id,
-        ErrorCode::SessionNotFound,
-        "Not Found: this MCP session has ended or was not minted by this gateway; start a new one with initialize",
-    )
-}
-
 /// The live session for an id, resuming a sealed one this replica has not seen yet (and taking
 /// in what other replicas recorded of it: `shared_state.rs`).
 async fn open_session(
     state: &Arc<AppState>,
     sid: &str,
     id: Option<&Id>,
+    facts: &EdgeFacts,
 ) -> Result<Arc<LiveSession>, Box<Response>> {
     if state.sessions.is_ended(sid) {
         return Err(Box::new(session_gone(id)));
@@ -264,7 +147,7 @@ async fn open_session(
         Ok(s) => s,
         Err(_) => return Err(Box::new(overloaded(id))),
     };
-    if !super::shared_state::revive(state, &session).await {
+    if !super::shared_state::revive(state, &session, facts).await {
         return Err(Box::new(session_gone(id)));
     }
     tracing::debug!("resumed a sealed session on this replica");
@@ -280,7 +163,12 @@ fn overloaded(id: Option<&Id>) -> Response {
     )
 }
 
-fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> Response {
+fn initialize(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    message: &Message,
+    facts: &EdgeFacts,
+) -> Response {
     let id = message.id();
     let accepts = accepts(headers);
     if !accepts.json_ok() && !accepts.sse_ok() {
@@ -295,7 +183,7 @@ fn initialize(state: &Arc<AppState>, headers: &HeaderMap, message: &Message) -> 
         capabilities: view.capabilities.clone(),
         info: view.info.clone(),
         created: sealed::now_secs(),
-        owner: super::authn::current_binding(),
+        owner: facts.binding(),
     };
     let sid = match sealed::seal(&state.settings.session_key, &sealed_state) {
         Ok(s) => s,
@@ -363,11 +251,12 @@ async fn session_post(
     headers: &HeaderMap,
     sid: &str,
     message: Message,
+    facts: &EdgeFacts,
 ) -> Response {
     if let Err(r) = legacy_version_header(headers, message.id()) {
         return *r;
     }
-    let session = match open_session(state, sid, message.id()).await {
+    let session = match open_session(state, sid, message.id(), facts).await {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -390,7 +279,7 @@ async fn session_post(
         }
     }
     match session.core.take_unless_request(message) {
-        Some(message) => legacy_call(state, headers, session, message).await,
+        Some(message) => legacy_call(state, headers, session, message, facts).await,
         None => reply::accepted(),
     }
 }
@@ -426,6 +315,7 @@ async fn legacy_call(
     headers: &HeaderMap,
     session: Arc<LiveSession>,
     message: Message,
+    facts: &EdgeFacts,
 ) -> Response {
     let Some(id) = message.id().cloned() else {
         return reply::accepted();
@@ -442,9 +332,9 @@ async fn legacy_call(
     let (number, log) = session.new_stream();
     log.set_abandon(token.clone());
     let origin = CallOrigin {
-        caller: super::authn::current_caller(),
-        toolset: super::authn::current_toolset(),
-        trace: super::metering::http_trace(),
+        caller: facts.caller(),
+        toolset: facts.toolset(),
+        trace: facts.trace.clone(),
     };
     let outlet = Arc::new(PostOutlet {
         log: Arc::clone(&log),
@@ -553,7 +443,7 @@ pub(crate) fn legacy_reader(
     }
 }
 
-async fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
+async fn get(state: &Arc<AppState>, headers: &HeaderMap, facts: &EdgeFacts) -> Response {
     let Some(sid) = header(headers, meta::header::SESSION_ID) else {
         return reply::method_not_allowed(
             "GET, POST, DELETE",
@@ -566,7 +456,7 @@ async fn get(state: &Arc<AppState>, headers: &HeaderMap) -> Response {
     if !accepts(headers).sse_ok() {
         return reply::not_acceptable(None, "text/event-stream");
     }
-    let session = match open_session(state, sid, None).await {
+    let session = match open_session(state, sid, None, facts).await {
         Ok(s) => s,
         Err(r) => return *r,
     };
