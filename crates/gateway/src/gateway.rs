@@ -158,7 +158,8 @@ impl Gateway {
     /// Starts every upstream's supervisor and the catalog task. Must run inside a tokio runtime.
     pub fn start(settings: GatewaySettings, definitions: Vec<UpstreamDefinition>) -> Gateway {
         let (events, _) = broadcast::channel(EVENT_QUEUE);
-        let access = crate::policy::Access::new(&settings);
+        let access =
+            crate::policy::Access::new(settings.rules.clone(), settings.rate_limits.clone());
         let (shutdown, _) = watch::channel(false);
         let upstreams: Vec<Arc<Upstream>> = definitions
             .into_iter()

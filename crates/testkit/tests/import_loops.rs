@@ -4,8 +4,9 @@
 //! loop, fails here with the files that make it.
 //!
 //! The graph is read from the sources as text: each `crate::`, `super::` and `self::` path in a
-//! file (in `use` items and inline) is an edge to the file of the longest module it names. Unit
-//! test modules (`#[cfg(test)] mod tests`) are left out: they import their parent by design.
+//! file (in `use` items and inline) is an edge to the file of the longest module it names, or,
+//! when that module re-exports the item the path goes on to name (`pub use child::Item`), to the
+//! child that defines it: a facade's re-exports hide no loop behind it. Unit test modules (`#[cfg(test)] mod tests`) are left out: they import their parent by design.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -108,6 +109,22 @@ fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
     out
 }
 
+/// Whether a relative path (`name::`) starts at `at`: an identifier, not a keyword of paths.
+fn relative_path_at(code: &str, at: usize) -> bool {
+    let bytes = code.as_bytes();
+    let mut end = at;
+    while bytes
+        .get(end)
+        .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    {
+        end += 1;
+    }
+    end > at
+        && !bytes[at].is_ascii_digit()
+        && code[end..].starts_with("::")
+        && !matches!(&code[at..end], "crate" | "super" | "self" | "Self")
+}
+
 /// Reads a use tree at `at` (a path, possibly ending in `{...}`), adding each full path under
 /// `base` to `out`; returns where it ended.
 fn read_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String>>) -> usize {
@@ -155,34 +172,90 @@ fn read_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<Strin
     }
 }
 
+/// What a file re-exports from its child modules (`pub use child::{A, b::C}`), by the name it
+/// is known by here: the full path of its definition. A path naming such an item through the
+/// parent is an edge to the child that defines it, not to the parent.
+fn reexports(code: &str, module: &[String]) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for head in ["pub use ", "pub(crate) use ", "pub(super) use "] {
+        let mut from = 0;
+        while let Some(found) = code[from..].find(head) {
+            let at = from + found + head.len();
+            from = at;
+            if !relative_path_at(code, at) {
+                continue;
+            }
+            let mut paths = Vec::new();
+            read_tree(code, at, module, &mut paths);
+            for path in paths {
+                if let Some(name) = path.last() {
+                    out.insert(name.clone(), path);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The files each file imports, within one crate.
 fn edges(root: &Path, krate: &str) -> BTreeMap<String, BTreeSet<String>> {
     let src = root.join("crates").join(krate).join("src");
     let modules = modules(&src, root);
+    let exports: BTreeMap<String, BTreeMap<String, Vec<String>>> = modules
+        .iter()
+        .map(|(module, file)| {
+            let code = code_of(&std::fs::read_to_string(root.join(file)).unwrap());
+            (module.clone(), reexports(&code, &segments_of(module)))
+        })
+        .collect();
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, file) in &modules {
-        let segments: Vec<String> = if module.is_empty() {
-            Vec::new()
-        } else {
-            module.split("::").map(str::to_owned).collect()
-        };
+        let segments = segments_of(module);
         // A `mod.rs` or a file with children is its module; `super::` from it is its parent.
         let code = code_of(&std::fs::read_to_string(root.join(file)).unwrap());
         let targets = out.entry(file.clone()).or_default();
         for path in named_paths(&code, &segments) {
-            let target = (0..=path.len())
-                .rev()
-                .map(|n| path[..n].join("::"))
-                .find_map(|m| modules.get(&m));
-            if let Some(target) = target
-                && target != file
-                && !path.is_empty()
-            {
+            let Some(target) = resolve(&path, &modules, &exports) else {
+                continue;
+            };
+            if target != file && !path.is_empty() {
                 targets.insert(target.clone());
             }
         }
     }
     out
+}
+
+fn segments_of(module: &str) -> Vec<String> {
+    if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").map(str::to_owned).collect()
+    }
+}
+
+/// The file a path names: its longest module, or, when that module re-exports the item the path
+/// goes on to name, the child module that defines it.
+fn resolve<'m>(
+    path: &[String],
+    modules: &'m BTreeMap<String, String>,
+    exports: &BTreeMap<String, BTreeMap<String, Vec<String>>>,
+) -> Option<&'m String> {
+    let longest = |path: &[String]| {
+        (0..=path.len())
+            .rev()
+            .find(|n| modules.contains_key(&path[..*n].join("::")))
+    };
+    let n = longest(path)?;
+    let module = path[..n].join("::");
+    if let Some(item) = path.get(n)
+        && let Some(defined) = exports.get(&module).and_then(|e| e.get(item))
+        && let Some(m) = longest(defined)
+        && m > n
+    {
+        return modules.get(&defined[..m].join("::"));
+    }
+    modules.get(&module)
 }
 
 /// The strongly connected components of more than one file (Tarjan's algorithm).
@@ -294,19 +367,25 @@ fn the_reader_finds_a_loop_it_is_shown_and_none_in_a_chain() {
     let src = dir.join("crates/demo/src");
     std::fs::create_dir_all(src.join("net")).unwrap();
     std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\nmod net;\n").unwrap();
-    std::fs::write(src.join("a.rs"), "use crate::{b::Thing, c};\n").unwrap();
+    // `Vec::new` is a relative path that names no module: no edge.
+    std::fs::write(
+        src.join("a.rs"),
+        "use crate::{b::Thing, c};\nfn v() -> Vec<u8> { Vec::new() }\n",
+    )
+    .unwrap();
     // A comment naming crate::a is no import; a test module's import is left out.
     std::fs::write(
         src.join("b.rs"),
         "// crate::a::X\npub struct Thing;\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n",
     )
     .unwrap();
+    std::fs::write(src.join("c.rs"), "pub fn f() { crate::net::send(); }\n").unwrap();
+    // `crate::net::send` names what net re-exports from wire: an edge to wire.
     std::fs::write(
-        src.join("c.rs"),
-        "pub fn f() { crate::net::wire::send(); }\n",
+        src.join("net/mod.rs"),
+        "pub mod wire;\npub use wire::send;\n",
     )
     .unwrap();
-    std::fs::write(src.join("net/mod.rs"), "pub mod wire;\n").unwrap();
     std::fs::write(
         src.join("net/wire.rs"),
         "use super::super::c;\npub fn send() {}\n",

@@ -1,7 +1,9 @@
-//! The unit tests of `policy.rs`, kept beside it so the file reads as the code it tests.
+//! The unit tests of `policy.rs` (its rules and task owners), kept beside it so the file reads as the code it tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use super::access::{TaskOwner, TaskOwners};
 use super::*;
+use crate::context::Caller;
 
 fn caller(name: &str, groups: &[&str], scopes: &[&str]) -> Caller {
     Caller {
