@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::dependencies::{self, Dependency};
+pub use crate::language::Language;
 
 /// Longest tool name (the limit clients put on exposed names).
 pub const MAX_NAME_LEN: usize = 64;
@@ -19,41 +20,6 @@ pub const MAX_CODE_BYTES: usize = 256 * 1024;
 pub const MIN_TIMEOUT_MS: u64 = 100;
 pub const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30 * 1000;
-
-/// The language a tool's code is written in, and so the interpreter that runs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Language {
-    Python,
-    Node,
-    Sh,
-}
-
-impl Language {
-    pub const ALL: [Language; 3] = [Language::Python, Language::Node, Language::Sh];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::Node => "node",
-            Language::Sh => "sh",
-        }
-    }
-
-    /// The file the code is written to inside the sandbox.
-    pub fn script_name(self) -> &'static str {
-        match self {
-            Language::Python => "tool.py",
-            // `.js` with no package.json: Node takes `import` and `require` alike.
-            Language::Node => "tool.js",
-            Language::Sh => "tool.sh",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Language> {
-        Language::ALL.into_iter().find(|l| l.as_str() == text)
-    }
-}
 
 /// An authored tool as stored: what a client lists plus how it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

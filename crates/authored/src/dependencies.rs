@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::definition::Language;
+use crate::language::Language;
 
 /// Most dependencies one tool may have.
 pub const MAX_DEPENDENCIES: usize = 32;

@@ -6,12 +6,14 @@
 pub mod definition;
 pub mod dependencies;
 pub mod instructions;
+pub mod language;
 pub mod provider;
 pub mod registry;
 pub mod result;
 pub mod runner;
 
-pub use definition::{Invalid, Language, ToolDefinition};
+pub use definition::{Invalid, ToolDefinition};
+pub use language::Language;
 pub use provider::AuthoredTools;
 pub use registry::{Current, Registry, RegistryError};
 pub use runner::{RunError, Runner};

@@ -1,11 +1,6 @@
-//! The whole configuration: the entry points that load it, and the typed, resolved result the
-//! rest of Manifold works from.
+//! The whole configuration: the typed, resolved result the rest of Manifold works from. The
+//! entry points that read it (`Config::load`, `Config::from_str`) are in `load/`.
 
-use std::path::Path;
-
-use crate::environment::{Environment, FileProblem, MAX_CONFIG_BYTES, ProcessEnvironment};
-use crate::error::{ConfigError, ConfigErrors};
-use crate::load::load_text;
 use crate::secret::Secret;
 use crate::server::ServerConfig;
 use crate::settings::GatewaySettings;
@@ -81,67 +76,6 @@ impl Config {
             toolsets: Vec::new(),
             secrets,
         }
-    }
-
-    /// Reads, validates and resolves the file at `path`, with the process environment.
-    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigErrors> {
-        Config::load_with(path, &ProcessEnvironment)
-    }
-
-    /// Like [`Config::load`], with variables and files from `env`.
-    pub fn load_with(
-        path: impl AsRef<Path>,
-        env: &dyn Environment,
-    ) -> Result<Config, ConfigErrors> {
-        let path = path.as_ref();
-        let origin = path.display().to_string();
-        let unreadable = |problem: String, fix: &str| ConfigErrors {
-            origin: origin.clone(),
-            errors: vec![ConfigError {
-                origin: origin.clone(),
-                line: 0,
-                column: 0,
-                field: String::new(),
-                written: None,
-                problem,
-                fix: fix.to_owned(),
-            }],
-        };
-        let bytes = env.read_file(path, MAX_CONFIG_BYTES).map_err(|e| match e {
-            FileProblem::Io(reason) => unreadable(
-                format!("could not read the configuration: {reason}"),
-                "check the path (`manifold import` can write a first configuration)",
-            ),
-            FileProblem::TooLarge { limit } => unreadable(
-                format!("the configuration is larger than {} KiB", limit / 1024),
-                "is this the right file?",
-            ),
-        })?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            unreadable(
-                "the configuration is not UTF-8 text".to_owned(),
-                "save it as UTF-8",
-            )
-        })?;
-        let base_dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-        load_text(&text, &origin, base_dir, env)
-    }
-
-    /// Validates and resolves configuration text. Relative paths stay relative (to the
-    /// working directory). `origin_name` names the text in errors.
-    pub fn from_str(text: &str, origin_name: &str) -> Result<Config, ConfigErrors> {
-        load_text(text, origin_name, None, &ProcessEnvironment)
-    }
-
-    /// Like [`Config::from_str`], with relative paths relative to `base_dir` and variables and
-    /// files from `env`.
-    pub fn from_str_with(
-        text: &str,
-        origin_name: &str,
-        base_dir: Option<&Path>,
-        env: &dyn Environment,
-    ) -> Result<Config, ConfigErrors> {
-        load_text(text, origin_name, base_dir, env)
     }
 
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {

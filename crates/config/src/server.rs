@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use manifold_upstream::auth::HttpAuth;
 use manifold_upstream::connection::RefuseServerRequests;
 use manifold_upstream::transport::stdio::StdioSpec;
 use manifold_upstream::{
@@ -264,7 +265,7 @@ impl fmt::Debug for ServerKind {
                     .field("allow_insecure_http", &spec.allow_insecure_http)
                     .field(
                         "auth",
-                        &crate::load::upstream_credentials::ShownCredentials {
+                        &ShownCredentials {
                             auth: &spec.auth,
                             interpolated,
                         },
@@ -300,5 +301,43 @@ pub fn transport_name(t: HttpTransportChoice) -> &'static str {
         HttpTransportChoice::Auto => "auto",
         HttpTransportChoice::StreamableHttp => "streamable-http",
         HttpTransportChoice::Sse => "sse",
+    }
+}
+
+/// The credentials of a server as `{:?}` shows them: values from `${...}` and the secret never.
+struct ShownCredentials<'a> {
+    pub auth: &'a HttpAuth,
+    pub interpolated: &'a Interpolated,
+}
+
+impl std::fmt::Debug for ShownCredentials<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |k: &str, v: &Option<String>| -> Option<String> {
+            v.as_ref().map(|v| {
+                if self.interpolated.contains(&format!("oauth.{k}")) {
+                    REDACTED.to_owned()
+                } else {
+                    v.clone()
+                }
+            })
+        };
+        match self.auth {
+            HttpAuth::None => f.write_str("None"),
+            HttpAuth::Passthrough => f.write_str("TokenPassthrough"),
+            HttpAuth::OAuth(client) => {
+                let s = client.settings();
+                f.debug_struct("OAuth")
+                    .field("grant", &s.grant)
+                    .field("client_id", &hidden("client_id", &s.client_id))
+                    .field("client_secret", &s.client_secret.as_ref().map(|_| REDACTED))
+                    .field(
+                        "client_metadata_url",
+                        &hidden("client_metadata_url", &s.client_metadata_url),
+                    )
+                    .field("scopes", &s.scopes)
+                    .field("redirect_uri", &hidden("redirect_uri", &s.redirect_uri))
+                    .finish()
+            }
+        }
     }
 }

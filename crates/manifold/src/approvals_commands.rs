@@ -95,7 +95,7 @@ pub async fn run(action: &ApprovalsAction) -> Result<Outcome, CliError> {
         | ApprovalsAction::Approve { config, .. }
         | ApprovalsAction::Deny { config, .. } => config.as_deref(),
     };
-    let config = crate::keys::load_config(given)?;
+    let config = crate::config_file::load_config(given)?;
     let store = crate::key_store::open_for_command(&config).await?;
     let ledger = StoreApprovals::new(Arc::clone(&store));
     let now = now_ms();

@@ -147,7 +147,7 @@ pub async fn run(action: &AuditAction) -> Result<Outcome, CliError> {
     };
     // Flags first: a mistyped outcome or time costs no store open.
     let job = prepare(action, now_ms())?;
-    let config = crate::keys::load_config(given)?;
+    let config = crate::config_file::load_config(given)?;
     check_store_exists(&config)?;
     let store = key_store::open_for_command(&config).await?;
     let outcome = match job {

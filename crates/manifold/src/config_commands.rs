@@ -1,22 +1,9 @@
 //! `manifold check` and `manifold import`: the configuration file from a person's side.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::config_file::{DEFAULT_CONFIG, config_path, load_config};
 use crate::report::{CliError, Outcome};
-
-/// The configuration used when none is named.
-pub const DEFAULT_CONFIG: &str = "manifold.toml";
-
-/// The configuration file to use: the one given, else `./manifold.toml` if it exists.
-pub fn config_path(given: Option<&Path>) -> Option<PathBuf> {
-    match given {
-        Some(p) => Some(p.to_path_buf()),
-        None => {
-            let default = PathBuf::from(DEFAULT_CONFIG);
-            default.exists().then_some(default)
-        }
-    }
-}
 
 /// `manifold check [CONFIG]`: the report, and what importing old files into the store did.
 pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
@@ -29,7 +16,7 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
     match manifold_config::check(&path) {
         Ok(report) => {
             // What [tools.NAME] fields mean is the authored tools' to judge, as at start.
-            let config = crate::keys::load_config(Some(&path))?;
+            let config = load_config(Some(&path))?;
             if let Err(e) = crate::gateway_config::configured_tools(&config) {
                 return Err(CliError::usage(format!(
                     "{} is not valid:\n{e}",
@@ -54,7 +41,7 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
 /// token directory, `pins.json`) into the store, if any is there (the store is not opened, or
 /// created, otherwise), and says on stdout what was imported.
 async fn import_old_files(path: &Path) -> Result<(), CliError> {
-    let config = crate::keys::load_config(Some(path))?;
+    let config = load_config(Some(path))?;
     let data_dir = &config.gateway.data_dir;
     let file = manifold_auth::ApiKeyFile::in_dir(data_dir);
     let token_dir = crate::token_store::old_token_dir(data_dir);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use manifold_config::{Config, ProcessEnvironment};
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
-use crate::config_commands::DEFAULT_CONFIG;
+use crate::config_file::DEFAULT_CONFIG;
 use crate::report::{CliError, Outcome};
 
 /// What `manifold add` was given.

@@ -20,7 +20,7 @@ pub const TRIVIAL_PROGRAM: &str = "/bin/true";
 
 /// `manifold doctor [--config FILE]`: exit 0 when every stdio server would start, 1 otherwise.
 pub fn doctor(given: Option<&Path>) -> Result<Outcome, CliError> {
-    let config = crate::keys::load_config(given)?;
+    let config = crate::config_file::load_config(given)?;
     println!("host:");
     print_probe(&manifold_sandbox::probe());
     let launcher = manifold_sandbox::default_launcher().map_err(|e| {

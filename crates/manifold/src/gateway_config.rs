@@ -160,23 +160,6 @@ pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
     }
 }
 
-/// Each server's `on_change` policy, by name (at start, and again on every reload).
-pub fn pin_policies(
-    config: &Config,
-) -> std::collections::HashMap<String, manifold_gateway::pins::OnChange> {
-    config
-        .servers
-        .iter()
-        .map(|s| {
-            let policy = match s.on_change {
-                manifold_config::server::OnChange::Warn => manifold_gateway::pins::OnChange::Warn,
-                manifold_config::server::OnChange::Block => manifold_gateway::pins::OnChange::Block,
-            };
-            (s.name.clone(), policy)
-        })
-        .collect()
-}
-
 /// One definition per enabled server, in configuration order.
 pub fn upstream_definitions(config: &Config, stored: &Stored) -> Vec<UpstreamDefinition> {
     config

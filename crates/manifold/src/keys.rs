@@ -6,13 +6,11 @@
 //! new key at once and a revoked one within `KEY_REFRESH_INTERVAL`; no restart is needed. These
 //! commands open the store briefly, beside a running gateway (see `key_store`).
 
-use std::path::Path;
-
 use clap::Subcommand;
 use manifold_auth::{ApiKeys, KeyRecord, KeyStoreError};
 use manifold_config::Config;
 
-use crate::config_commands::config_path;
+use crate::config_file::load_config;
 use crate::key_store;
 use crate::report::{CliError, Outcome};
 use manifold_store::timestamps::utc_rfc3339;
@@ -77,20 +75,6 @@ pub async fn run(action: &KeysAction) -> Result<Outcome, CliError> {
     drop(keys);
     key_store::close(store).await;
     outcome
-}
-
-/// The configuration whose data directory holds the keys (built-in defaults without a file).
-pub(crate) fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
-    match config_path(given) {
-        Some(path) => Config::load(&path).map_err(|errors| {
-            CliError::usage(format!("{} is not valid:\n{errors}", path.display()))
-        }),
-        None => Config::from_str("", "built-in defaults").map_err(|errors| {
-            CliError::usage(format!(
-                "the built-in defaults could not be loaded:\n{errors}"
-            ))
-        }),
-    }
 }
 
 pub(crate) fn store_error(e: KeyStoreError) -> CliError {

@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use url::Url;
 
-use crate::config_commands::{DEFAULT_CONFIG, config_path};
+use crate::config_file::{DEFAULT_CONFIG, config_path};
 use crate::report::{CliError, Outcome};
 
 /// How long the person has to approve in the browser.

@@ -13,6 +13,7 @@ mod cli_reference;
 mod client;
 mod config_commands;
 mod config_edit;
+mod config_file;
 mod dashboard;
 mod doctor;
 mod exposure;

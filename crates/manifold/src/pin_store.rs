@@ -321,9 +321,25 @@ pub async fn open(
     }
     let repository: Arc<dyn PinRepository> = Arc::new(StorePins::new(Arc::clone(store)));
     Ok(Arc::new(
-        manifold_gateway::pins::Pins::open(repository, crate::gateway_config::pin_policies(config))
-            .await,
+        manifold_gateway::pins::Pins::open(repository, pin_policies(config)).await,
     ))
+}
+
+/// Each server's `on_change` policy, by name (at start, and again on every reload).
+pub fn pin_policies(
+    config: &Config,
+) -> std::collections::HashMap<String, manifold_gateway::pins::OnChange> {
+    config
+        .servers
+        .iter()
+        .map(|s| {
+            let policy = match s.on_change {
+                manifold_config::server::OnChange::Warn => manifold_gateway::pins::OnChange::Warn,
+                manifold_config::server::OnChange::Block => manifold_gateway::pins::OnChange::Block,
+            };
+            (s.name.clone(), policy)
+        })
+        .collect()
 }
 
 #[cfg(test)]

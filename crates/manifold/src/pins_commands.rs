@@ -19,7 +19,7 @@ use manifold_store::Store;
 
 use crate::pin_store::StorePins;
 
-use crate::config_commands::config_path;
+use crate::config_file::config_path;
 use crate::report::{CliError, Outcome};
 use manifold_store::timestamps::utc_rfc3339;
 

@@ -18,7 +18,7 @@ use manifold_config::Config;
 use manifold_gateway::Gateway;
 use manifold_server::{Server, ServerSettings, SessionKey};
 
-use crate::config_commands::config_path;
+use crate::config_file::config_path;
 use crate::gateway_config::{Stored, gateway_settings, upstream_definitions};
 use crate::report::{CliError, Outcome};
 

@@ -31,7 +31,7 @@ fn gateway_telemetry(command: &Command) -> Option<TelemetrySettings> {
         Command::Serve { config, .. } | Command::Stdio { config, .. } => config.as_deref(),
         _ => return None,
     };
-    let loaded = crate::config_commands::config_path(given)
+    let loaded = crate::config_file::config_path(given)
         .and_then(|path| Config::load(&path).ok())
         .map(|c| c.telemetry);
     Some(loaded.unwrap_or_default())

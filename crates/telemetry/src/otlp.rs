@@ -4,7 +4,7 @@
 //! The SDK's batch processor exports from its own thread with a blocking HTTP client, so export
 //! never competes with request handling on the async runtime and works before and after it runs
 //! (flushing at shutdown happens after the runtime is gone). Only spans under
-//! [`crate::spans::TRACE_TARGET`] are exported; log events are not.
+//! [`TRACE_TARGET`] are exported; log events are not.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,7 +18,8 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{Filtered, Targets};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::spans::TRACE_TARGET;
+/// The `tracing` target of Manifold's spans (the only target the OTLP layer takes).
+pub const TRACE_TARGET: &str = "manifold::trace";
 
 /// The path OTLP/HTTP collectors take traces at.
 pub const TRACES_PATH: &str = "/v1/traces";

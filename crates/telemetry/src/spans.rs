@@ -16,11 +16,9 @@ use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::labels;
+pub use crate::otlp::TRACE_TARGET;
 use crate::otlp::exporting;
 use crate::trace_context::{TraceContext, TraceParent};
-
-/// The `tracing` target of Manifold's spans (the only target the OTLP layer takes).
-pub const TRACE_TARGET: &str = "manifold::trace";
 
 /// The span of one request from a client.
 pub fn downstream_request(method: &str, revision: Revision) -> Span {

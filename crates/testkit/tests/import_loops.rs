@@ -172,8 +172,8 @@ fn read_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<Strin
     }
 }
 
-/// What a file re-exports from its child modules (`pub use child::{A, b::C}`), by the name it
-/// is known by here: the full path of its definition. A path naming such an item through the
+/// What a file re-exports (`pub use child::{A, b::C}`, `pub use super::other::D`), by the name
+/// it is known by here: the full path of its definition. A path naming such an item through the
 /// parent is an edge to the child that defines it, not to the parent.
 fn reexports(code: &str, module: &[String]) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
@@ -182,11 +182,13 @@ fn reexports(code: &str, module: &[String]) -> BTreeMap<String, Vec<String>> {
         while let Some(found) = code[from..].find(head) {
             let at = from + found + head.len();
             from = at;
-            if !relative_path_at(code, at) {
-                continue;
-            }
+            let end = code[at..].find(';').map_or(code.len(), |e| at + e);
             let mut paths = Vec::new();
-            read_tree(code, at, module, &mut paths);
+            if relative_path_at(code, at) {
+                read_tree(code, at, module, &mut paths);
+            } else {
+                paths = named_paths(&code[at..end], module);
+            }
             for path in paths {
                 if let Some(name) = path.last() {
                     out.insert(name.clone(), path);
@@ -235,7 +237,7 @@ fn segments_of(module: &str) -> Vec<String> {
 }
 
 /// The file a path names: its longest module, or, when that module re-exports the item the path
-/// goes on to name, the child module that defines it.
+/// goes on to name, the module that defines it.
 fn resolve<'m>(
     path: &[String],
     modules: &'m BTreeMap<String, String>,
@@ -251,7 +253,7 @@ fn resolve<'m>(
     if let Some(item) = path.get(n)
         && let Some(defined) = exports.get(&module).and_then(|e| e.get(item))
         && let Some(m) = longest(defined)
-        && m > n
+        && defined[..m].join("::") != module
     {
         return modules.get(&defined[..m].join("::"));
     }
@@ -366,7 +368,14 @@ fn the_reader_finds_a_loop_it_is_shown_and_none_in_a_chain() {
     let dir = std::env::temp_dir().join(format!("import-loops-{}", std::process::id()));
     let src = dir.join("crates/demo/src");
     std::fs::create_dir_all(src.join("net")).unwrap();
-    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\nmod net;\n").unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod a;\nmod b;\nmod c;\nmod d;\nmod e;\nmod net;\n",
+    )
+    .unwrap();
+    // What d re-exports from its sibling b is b's: e's import of it is an edge to b.
+    std::fs::write(src.join("d.rs"), "pub use super::b::Thing;\n").unwrap();
+    std::fs::write(src.join("e.rs"), "use crate::d::Thing;\n").unwrap();
     // `Vec::new` is a relative path that names no module: no edge.
     std::fs::write(
         src.join("a.rs"),
@@ -406,4 +415,9 @@ fn the_reader_finds_a_loop_it_is_shown_and_none_in_a_chain() {
         "{graph:#?}"
     );
     assert!(graph["crates/demo/src/b.rs"].is_empty(), "{graph:#?}");
+    let e: Vec<&str> = graph["crates/demo/src/e.rs"]
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(e, ["crates/demo/src/b.rs"], "{graph:#?}");
 }

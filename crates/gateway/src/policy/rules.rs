@@ -171,9 +171,7 @@ impl Rule {
             // Ask rules hold tool calls of servers, and the authoring tools that make or change
             // code that will run here; the other built-ins run in Manifold and read only.
             // Annotations can only add a hold: unknown ones (no definition) never match.
-            if kind != ItemKind::Tool
-                || (server.is_none() && !AUTHORING_CHANGES.contains(&name))
-            {
+            if kind != ItemKind::Tool || (server.is_none() && !AUTHORING_CHANGES.contains(&name)) {
                 return false;
             }
             if !self.spec.annotations.is_empty()

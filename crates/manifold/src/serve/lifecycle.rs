@@ -25,7 +25,8 @@ use manifold_server::BoundServer;
 use super::child_cgroup::ChildCgroup;
 use super::config_watch::{ConfigWatch, POLL};
 use crate::gateway_config::access::access_settings;
-use crate::gateway_config::{Stored, pin_policies, upstream_definitions};
+use crate::gateway_config::{Stored, upstream_definitions};
+use crate::pin_store::pin_policies;
 use crate::report::{CliError, Outcome};
 
 /// How long closing the HTTP server may take after the drain (open connections finish their
