@@ -1,6 +1,14 @@
-//! The unit tests of `pins.rs`, kept beside it so the file reads as the code it tests.
+//! The unit tests of `pins.rs` and its parts, kept beside them so the files read as the code
+//! they test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::digest::sha256_hex;
+use super::review::{OfferedTool, ServerDigests, review_offered};
+use crate::upstream::Lists;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
@@ -76,16 +84,16 @@ fn a_definition_without_canonical_form_is_digested_by_its_bytes() {
 fn review_pins_first_sights_and_records_changes_once() {
     let mut file = PinFile::default();
     let policies = HashMap::from([("s".to_owned(), OnChange::Block)]);
-    let first = review(&mut file, &[offered("s", &[ECHO])], &policies, 10);
+    let first = review_offered(&mut file, &[offered("s", &[ECHO])], &policies, 10);
     assert_eq!(first.writes.len(), 1);
     assert!(first.changed.is_empty());
     assert_eq!(file.pins["s"]["echo"].sha256, digest_tool(ECHO).sha256);
     assert_eq!(file.pins["s"]["echo"].definition.as_deref(), Some(ECHO));
 
-    let same = review(&mut file, &[offered("s", &[ECHO])], &policies, 11);
+    let same = review_offered(&mut file, &[offered("s", &[ECHO])], &policies, 11);
     assert!(same.writes.is_empty());
 
-    let pulled = review(&mut file, &[offered("s", &[ECHO_PULLED])], &policies, 12);
+    let pulled = review_offered(&mut file, &[offered("s", &[ECHO_PULLED])], &policies, 12);
     assert!(matches!(
         pulled.writes.as_slice(),
         [PinWrite::RecordChange { change, .. }] if change.pinned == digest_tool(ECHO).sha256
@@ -105,7 +113,7 @@ fn review_pins_first_sights_and_records_changes_once() {
     // The pin itself is untouched: only an approval moves it.
     assert_eq!(file.pins["s"]["echo"].sha256, digest_tool(ECHO).sha256);
 
-    let again = review(&mut file, &[offered("s", &[ECHO_PULLED])], &policies, 13);
+    let again = review_offered(&mut file, &[offered("s", &[ECHO_PULLED])], &policies, 13);
     assert!(
         again.writes.is_empty(),
         "a recorded change is not recorded again"
@@ -113,7 +121,7 @@ fn review_pins_first_sights_and_records_changes_once() {
     assert!(again.change("s", "echo").is_some());
 
     let added = r#"{"name":"added_later","inputSchema":{"type":"object"}}"#;
-    let grown = review(
+    let grown = review_offered(
         &mut file,
         &[offered("s", &[ECHO_PULLED, added])],
         &policies,
@@ -125,7 +133,7 @@ fn review_pins_first_sights_and_records_changes_once() {
     );
     assert!(file.pins["s"].contains_key("added_later"));
 
-    let reverted = review(&mut file, &[offered("s", &[ECHO, added])], &policies, 15);
+    let reverted = review_offered(&mut file, &[offered("s", &[ECHO, added])], &policies, 15);
     assert!(reverted.changed.is_empty());
     assert!(matches!(
         reverted.writes.as_slice(),
@@ -141,8 +149,8 @@ fn review_pins_first_sights_and_records_changes_once() {
 fn warn_policy_reports_without_withholding() {
     let mut file = PinFile::default();
     let none = HashMap::new();
-    review(&mut file, &[offered("s", &[ECHO])], &none, 1);
-    let pulled = review(&mut file, &[offered("s", &[ECHO_PULLED])], &none, 2);
+    review_offered(&mut file, &[offered("s", &[ECHO])], &none, 1);
+    let pulled = review_offered(&mut file, &[offered("s", &[ECHO_PULLED])], &none, 2);
     assert!(!pulled.change("s", "echo").unwrap().withheld);
 }
 
@@ -150,8 +158,8 @@ fn warn_policy_reports_without_withholding() {
 fn writes_apply_only_under_their_condition() {
     let mut file = PinFile::default();
     let none = HashMap::new();
-    let first = review(&mut file, &[offered("s", &[ECHO])], &none, 1);
-    let pulled = review(&mut file, &[offered("s", &[ECHO_PULLED])], &none, 2);
+    let first = review_offered(&mut file, &[offered("s", &[ECHO])], &none, 1);
+    let pulled = review_offered(&mut file, &[offered("s", &[ECHO_PULLED])], &none, 2);
     let mut stored = PinFile::default();
     for w in first.writes.iter().chain(&pulled.writes) {
         w.apply_to(&mut stored);
@@ -263,7 +271,7 @@ async fn writes_wait_out_a_failing_repository_and_survive_a_reload_meanwhile() {
     // Another writer pins a second tool while this gateway cannot write.
     let other = r#"{"name":"other","inputSchema":{"type":"object"}}"#;
     let mut theirs = PinFile::default();
-    let written = review(&mut theirs, &[offered("s", &[other])], &HashMap::new(), 1);
+    let written = review_offered(&mut theirs, &[offered("s", &[other])], &HashMap::new(), 1);
     repository.inner.apply(&written.writes).await.unwrap();
 
     repository.failing.store(false, Ordering::SeqCst);
