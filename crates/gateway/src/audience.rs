@@ -16,8 +16,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::builtin;
 use crate::catalog::build::Entry;
 use crate::context::Caller;
-use crate::gateway::{Discovery, Gateway, GatewayEvent};
+use crate::events::GatewayEvent;
+use crate::gateway::Gateway;
+use crate::gateway_settings::Discovery;
 use crate::policy::{ItemKind, resource_target};
+use crate::state::Core;
 
 /// The lists a `list_changed` can name, in the order [`Audience`] keeps their digests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +35,7 @@ const LISTS: [List; 3] = [List::Tools, List::Prompts, List::Resources];
 /// One caller's hearing of gateway events: the rules it is judged by are always the ones in
 /// force, the views it last heard of are its own.
 pub struct Audience {
-    gateway: Gateway,
+    gateway: Arc<Core>,
     caller: Option<Arc<Caller>>,
     /// The tool set its session works in.
     toolset: Option<Arc<str>>,
@@ -55,7 +58,7 @@ impl Audience {
         toolset: Option<Arc<str>>,
     ) -> Audience {
         let audience = Audience {
-            gateway,
+            gateway: gateway.inner,
             caller,
             toolset,
             heard: Mutex::new([None; 3]),

@@ -7,10 +7,10 @@
 use serde_json::{Value, json};
 
 use crate::context::RequestContext;
-use crate::gateway::Gateway;
+use crate::state::Core;
 use crate::upstream::{Sandbox, Status};
 
-mod names;
+pub mod names;
 
 pub use names::{
     AUTHORING, AUTHORING_CHANGES, CALL, CORE, CREATE_TOOL, DELETE_TOOL, DISABLE_TOOL, ENABLE_TOOL,
@@ -40,7 +40,7 @@ fn text_result(text: &str, structured: Option<Value>, is_error: bool) -> String 
 
 /// `manifold_health`.
 #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
-pub fn health(gateway: &Gateway, ctx: &RequestContext) -> String {
+pub fn health(gateway: &Core, ctx: &RequestContext) -> String {
     let mut healthy = true;
     let mut lines = Vec::new();
     let pins = gateway.settings().pins.as_deref();
@@ -214,7 +214,7 @@ fn words(s: &str) -> Vec<String> {
 }
 
 /// `manifold_search_tools`: ranks exposed tools by keyword matches.
-pub fn search(gateway: &Gateway, ctx: &RequestContext, arguments: &Value) -> String {
+pub fn search(gateway: &Core, ctx: &RequestContext, arguments: &Value) -> String {
     let Some(query) = arguments.get("query").and_then(Value::as_str) else {
         return text_result(
             "manifold_search_tools needs a \"query\" string, e.g. {\"query\":\"read file\"}",

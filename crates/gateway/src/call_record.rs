@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use crate::builtin;
 use crate::context::RequestContext;
-use crate::gateway::Gateway;
+use crate::state::Core;
 
 /// Where a tool call goes, as its metrics and log line name it.
 struct Target<'c> {
@@ -158,7 +158,7 @@ fn outcome_of(
     }
 }
 
-impl Gateway {
+impl Core {
     /// Where a `tools/call` goes: the built-in tool, the upstream tool it resolves to (through
     /// `manifold_call_tool` too), or an unknown name.
     fn call_target<'c>(

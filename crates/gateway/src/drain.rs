@@ -3,16 +3,16 @@
 //! Every downstream transport runs its calls through one place (`manifold_server::session::
 //! run_call`), which holds a [`CallGuard`] for as long as the call runs and gives up on it when
 //! the shutdown deadline cuts it off. The gateway owns the count because it is the one thing
-//! every transport shares; the HTTP server reads [`Gateway::is_draining`] to refuse new work.
+//! every transport shares; the HTTP server reads `Gateway::is_draining` to refuse new work.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{Gateway, GatewayEvent};
+use crate::events::GatewayEvent;
 
 /// How long calls that were cut off at the deadline get to deliver their error before the
 /// drain reports them.
@@ -21,7 +21,7 @@ pub const CUT_OFF_SETTLE: Duration = Duration::from_secs(2);
 pub const LOGGER: &str = "manifold";
 
 /// The count of calls in flight and the drain's state.
-pub(crate) struct CallTracker {
+pub struct CallTracker {
     count: watch::Sender<usize>,
     draining: AtomicBool,
     /// The drain deadline, for the messages that name it.
@@ -43,16 +43,12 @@ impl Default for CallTracker {
 
 /// Held while a call runs; dropping it counts the call as settled.
 pub struct CallGuard {
-    gateway: Gateway,
+    calls: Arc<CallTracker>,
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.gateway
-            .inner
-            .calls
-            .count
-            .send_modify(|n| *n = n.saturating_sub(1));
+        self.calls.count.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -65,34 +61,34 @@ pub struct DrainReport {
     pub cut_off: usize,
 }
 
-impl Gateway {
+impl CallTracker {
     /// Counts a call as in flight until the guard is dropped.
-    pub fn track_call(&self) -> CallGuard {
-        self.inner.calls.count.send_modify(|n| *n += 1);
+    pub fn track_call(self: &Arc<Self>) -> CallGuard {
+        self.count.send_modify(|n| *n += 1);
         CallGuard {
-            gateway: self.clone(),
+            calls: Arc::clone(self),
         }
     }
 
     /// Calls in flight now.
     pub fn calls_in_flight(&self) -> usize {
-        *self.inner.calls.count.borrow()
+        *self.count.borrow()
     }
 
     /// Whether a drain has begun: new work is refused from then on.
     pub fn is_draining(&self) -> bool {
-        self.inner.calls.draining.load(Ordering::Acquire)
+        self.draining.load(Ordering::Acquire)
     }
 
     /// Fires when the drain deadline passes; a call still running then gives up with
-    /// [`Gateway::cut_off_message`].
+    /// [`CallTracker::cut_off_message`].
     pub fn shutdown_cut_off(&self) -> CancellationToken {
-        self.inner.calls.cut_off.clone()
+        self.cut_off.clone()
     }
 
     /// Why a call was cancelled at the drain deadline, for its client.
     pub fn cut_off_message(&self) -> String {
-        let deadline = self.inner.calls.deadline.lock().map(|d| *d).unwrap_or(None);
+        let deadline = self.deadline.lock().map(|d| *d).unwrap_or(None);
         match deadline {
             Some(d) => format!(
                 "Manifold is shutting down: this request was still running when the {} drain deadline passed, so Manifold cancelled it (its server was told); retry it once Manifold is back",
@@ -109,9 +105,13 @@ impl Gateway {
 
     /// Begins a drain: refuses new work from now on, tells legacy sessions (a warning log line
     /// on their streams), waits up to `deadline` for calls in flight, then cancels the rest,
-    /// which answer with [`Gateway::cut_off_message`].
-    pub async fn drain(&self, deadline: Duration) -> DrainReport {
-        let calls = &self.inner.calls;
+    /// which answer with [`CallTracker::cut_off_message`].
+    pub async fn drain(
+        &self,
+        deadline: Duration,
+        events: &broadcast::Sender<GatewayEvent>,
+    ) -> DrainReport {
+        let calls = self;
         if let Ok(mut d) = calls.deadline.lock() {
             *d = Some(deadline);
         }
@@ -121,7 +121,7 @@ impl Gateway {
             "Manifold is shutting down: calls already running have up to {} to finish, new requests are refused",
             seconds(deadline)
         );
-        let _ = self.inner.events.send(GatewayEvent::Log {
+        let _ = events.send(GatewayEvent::Log {
             server: LOGGER.to_owned(),
             params: serde_json::json!({"level": "warning", "logger": LOGGER, "data": notice})
                 .to_string(),
@@ -158,7 +158,7 @@ fn seconds(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::GatewaySettings;
+    use crate::{Gateway, GatewaySettings};
 
     #[tokio::test]
     async fn a_drain_waits_for_calls_and_cuts_off_the_ones_that_outlive_it() {

@@ -12,8 +12,11 @@ pub mod call_record;
 pub mod catalog;
 pub mod context;
 pub mod drain;
+pub mod events;
 pub mod gateway;
+pub mod gateway_settings;
 pub mod hosted;
+mod hosted_calls;
 pub mod mrtr;
 pub mod pins;
 pub mod policy;
@@ -25,6 +28,7 @@ pub mod router;
 pub mod server_requests;
 pub mod sessions;
 pub mod shared_limits;
+mod state;
 pub mod supervisor;
 pub mod tasks;
 pub mod truncate;
@@ -34,5 +38,8 @@ pub use context::{
     BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, RequestNotes, SilentPeer,
     TraceHeaders,
 };
-pub use gateway::{Discovery, Gateway, GatewayEvent, GatewaySettings, event_notification};
+pub use events::{GatewayEvent, event_notification};
+pub use gateway::Gateway;
+pub use gateway_settings::{Discovery, GatewaySettings};
+pub use state::Upstreams;
 pub use upstream::{RestartPolicy, Sandbox, Scope, Status, UpstreamDefinition};

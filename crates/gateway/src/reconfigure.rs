@@ -22,10 +22,10 @@ use manifold_upstream::Connection;
 
 use crate::builtin;
 use crate::catalog::build::Catalog;
-use crate::gateway::Gateway;
 use crate::pins::OnChange;
 use crate::policy::Policy;
 use crate::rate_limit::RateLimits;
+use crate::state::Core;
 use crate::upstream::LAZY_START_WAIT;
 use crate::upstream::{Status, Upstream, UpstreamDefinition};
 
@@ -83,11 +83,11 @@ pub enum ReconfigureError {
     ShuttingDown,
 }
 
-impl Gateway {
+impl Core {
     /// Applies a new list of upstream definitions (see the module documentation). `drain` bounds
     /// how long a removed or changed upstream waits for its calls before it is stopped.
     pub async fn reconfigure(
-        &self,
+        self: &Arc<Self>,
         definitions: Vec<UpstreamDefinition>,
         drain: Duration,
     ) -> Result<Reconfigured, ReconfigureError> {
@@ -98,12 +98,12 @@ impl Gateway {
     /// [`Gateway::reconfigure`], putting `access` in force with the new set of upstreams (see
     /// the module documentation).
     pub async fn reconfigure_with(
-        &self,
+        self: &Arc<Self>,
         definitions: Vec<UpstreamDefinition>,
         access: AccessChange,
         drain: Duration,
     ) -> Result<Reconfigured, ReconfigureError> {
-        let _one_at_a_time = self.inner.reconfiguring.lock().await;
+        let _one_at_a_time = self.reconfiguring.lock().await;
         if self.is_shutting_down() {
             return Err(ReconfigureError::ShuttingDown);
         }
@@ -167,15 +167,15 @@ impl Gateway {
         let session_connections: Vec<(Arc<Upstream>, Vec<Connection>)> = retired
             .into_iter()
             .map(|u| {
-                let conns = self.inner.sessions.take_server(&u.def.name);
+                let conns = self.sessions.take_server(&u.def.name);
                 (u, conns)
             })
             .collect();
-        crate::gateway::rebuild_and_tell(&self.inner, rules_changed);
+        crate::state::rebuild_and_tell(self, rules_changed);
         for (upstream, conns) in session_connections {
-            let gateway = self.clone();
+            let core = Arc::clone(self);
             self.keep_task(tokio::spawn(async move {
-                gateway.retire(upstream, conns, drain).await;
+                core.retire(upstream, conns, drain).await;
             }));
         }
         Ok(summary)
@@ -186,7 +186,7 @@ impl Gateway {
     async fn retire(&self, upstream: Arc<Upstream>, sessions: Vec<Connection>, drain: Duration) {
         let name = upstream.def.name.clone();
         let deadline = tokio::time::Instant::now() + drain;
-        let mut shutdown = self.inner.shutdown.subscribe();
+        let mut shutdown = self.shutdown.subscribe();
         loop {
             let busy = upstream.calls_in_flight()
                 + sessions.iter().map(Connection::in_flight).sum::<usize>();

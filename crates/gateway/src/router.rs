@@ -22,11 +22,12 @@ use crate::builtin;
 use crate::catalog::build::{Catalog, Entry};
 use crate::catalog::naming::NamingMode;
 use crate::context::RequestContext;
-use crate::gateway::{Discovery, Gateway};
+use crate::gateway_settings::Discovery;
 use crate::mrtr::{HeldCall, INPUT_KEY, QuestionCatcher, StateError, input_required};
 use crate::policy::ItemKind;
 use crate::result_links::without_hidden_resources;
 use crate::server_requests::CallOrigin;
+use crate::state::{Core, LIST_TTL_MS};
 use crate::upstream::{MAX_CALL_RETRIES, Upstream};
 
 /// The first wait before retrying a call (doubling each time).
@@ -37,8 +38,6 @@ pub const RETRIES_META: &str = "io.manifold/retries";
 pub const MAX_INPUT_ROUNDS: usize = 8;
 /// Items per page of a merged list.
 pub const LIST_PAGE_SIZE: usize = 1000;
-/// How long clients may cache a list (modern era `ttlMs`).
-pub const LIST_TTL_MS: u64 = 60_000;
 /// Prefix of Manifold's opaque list cursors.
 const CURSOR_PREFIX: &str = "mf1-";
 
@@ -66,7 +65,7 @@ impl From<Message> for ToolCallAnswer {
     }
 }
 
-impl Gateway {
+impl Core {
     /// Handles one request from a downstream client and returns its response (with the
     /// request's own id). Notifications tied to the request go out through `ctx.peer` first.
     /// Dropping the returned future cancels the upstream call.
@@ -240,7 +239,7 @@ impl Gateway {
         if ctx.client.revision.era() == Era::Modern
             && request
                 .params_str(&["requestState"])
-                .is_some_and(|s| self.inner.held.issued(&s))
+                .is_some_and(|s| self.held.issued(&s))
         {
             return Staged::Go(Cow::Borrowed(request), None);
         }
@@ -737,7 +736,7 @@ impl Gateway {
     ) -> Result<Message, UpstreamError> {
         let modern_client = ctx.client.revision.era() == Era::Modern;
         if modern_client && let Some(state) = outgoing.params_str(&["requestState"]) {
-            match self.inner.held.take(&state) {
+            match self.held.take(&state) {
                 Ok(held) => return self.resume(ctx, held, outgoing).await,
                 Err(StateError::Gone) => {
                     return Err(UpstreamError::Cancelled {
@@ -761,8 +760,7 @@ impl Gateway {
             Some(session)
                 if crate::sessions::wants_own_legacy_connection(&ctx.client, &upstream) =>
             {
-                self.inner
-                    .sessions
+                self.sessions
                     .legacy_connection(session, &upstream.def, &ctx.client.capabilities)
                     .await?
             }
@@ -773,8 +771,7 @@ impl Gateway {
         let conn = match (own_legacy, &ctx.session, upstream.def.scope) {
             (Some(conn), _, _) => conn,
             (None, Some(session), crate::upstream::Scope::Session) => {
-                self.inner
-                    .sessions
+                self.sessions
                     .connection(session, &upstream.def, &ctx.client.capabilities)
                     .await?
             }
@@ -870,7 +867,7 @@ impl Gateway {
                 },
                 Some(question) = questions.recv() => {
                     let (method, params) = (question.method.clone(), question.params.clone());
-                    let state = self.inner.held.hold(HeldCall::new(server.to_owned(), call, question.answer, catcher, questions));
+                    let state = self.held.hold(HeldCall::new(server.to_owned(), call, question.answer, catcher, questions));
                     let result = input_required(&method, params.as_deref(), &state);
                     return Ok(Message::result(&Id::Num(0), &result));
                 }
@@ -1021,7 +1018,7 @@ fn finish(ctx: &RequestContext, raw: String) -> String {
     if patch::get(&raw, &["resultType"]).ok().flatten().is_none() {
         raw = patch::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw);
     }
-    let info = crate::gateway::server_info_json();
+    let info = crate::state::server_info_json();
     patch::set(&raw, &["_meta", manifold_wire::meta::SERVER_INFO], &info).unwrap_or(raw)
 }
 

@@ -12,12 +12,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::gateway::{Gateway, Inner};
 use crate::rate_limit::RateLimiter;
 
 /// How often a replica shares its buckets.
@@ -100,7 +99,7 @@ pub async fn share_round(
 /// The gateway's round loop: shares the buckets in force (a reload's new ones adopt the shared
 /// state at their first round), says once when the store stops and starts answering, and prunes.
 pub(crate) async fn keep_shared(
-    inner: Weak<Inner>,
+    limiter_in_force: impl Fn() -> Option<Arc<RateLimiter>> + Send + 'static,
     shared: Arc<dyn SharedBuckets>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -111,10 +110,9 @@ pub(crate) async fn keep_shared(
             () = tokio::time::sleep(SHARE_INTERVAL) => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-        let Some(inner) = inner.upgrade() else {
+        let Some(limiter) = limiter_in_force() else {
             return;
         };
-        let limiter = Gateway { inner }.rate_limiter();
         if limiter.is_off() {
             continue;
         }

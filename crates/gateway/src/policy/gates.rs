@@ -17,8 +17,9 @@ use crate::builtin;
 use crate::catalog::build::{Catalog, Entry};
 use crate::catalog::uri_normal;
 use crate::context::{RequestContext, RequestNotes};
-use crate::gateway::{Gateway, GatewayEvent};
+use crate::events::GatewayEvent;
 use crate::rate_limit::{Exceeded, RateLimiter, RateLimits, Who, human_wait};
+use crate::state::Core;
 
 /// The answer `completion/complete` gets when it names nothing the caller may use.
 pub(crate) const NO_COMPLETION_TARGET: &str =
@@ -108,15 +109,15 @@ fn rate_limited(
     )
 }
 
-impl Gateway {
+impl Core {
     /// The rules in force now.
     pub fn policy(&self) -> Arc<Policy> {
-        self.inner.access.policy()
+        self.access.policy()
     }
 
     /// The rate limits in force now, with their buckets.
     pub fn rate_limiter(&self) -> Arc<RateLimiter> {
-        self.inner.access.limiter()
+        self.access.limiter()
     }
 
     /// Puts new rules and limits in force (a configuration reload): the next request is judged by
@@ -128,14 +129,14 @@ impl Gateway {
             GatewayEvent::PromptsChanged,
             GatewayEvent::ResourcesChanged,
         ] {
-            let _ = self.inner.events.send(event);
+            let _ = self.events.send(event);
         }
     }
 
     /// Puts new rules and limits in force without telling sessions: a reload tells them once,
     /// with the catalog it rebuilds (`reconfigure.rs`).
     pub(crate) fn install_access(&self, rules: Policy, rate_limits: RateLimits) {
-        self.inner.access.replace(rules, rate_limits);
+        self.access.replace(rules, rate_limits);
     }
 
     /// Counts a request against its caller's `rate_limits.per_identity`. `ping` and the lists
@@ -152,7 +153,7 @@ impl Gateway {
         ) {
             return None;
         }
-        let limiter = self.inner.access.limiter();
+        let limiter = self.access.limiter();
         if limiter.is_off() {
             return None;
         }
@@ -174,8 +175,8 @@ impl Gateway {
         catalog: &Catalog,
         name: &str,
     ) -> Result<Option<AskRule>, Box<Message>> {
-        let policy = self.inner.access.policy();
-        let limiter = self.inner.access.limiter();
+        let policy = self.access.policy();
+        let limiter = self.access.limiter();
         if policy.is_empty() && limiter.is_off() {
             return Ok(None);
         }
@@ -235,7 +236,7 @@ impl Gateway {
     /// For `manifold_health`: each upstream the caller may know of, with the number of its tools
     /// the caller sees; `None` when no rule applies to the caller (show everything).
     pub(crate) fn visible_servers(&self, ctx: &RequestContext) -> Option<HashMap<String, usize>> {
-        let policy = self.inner.access.policy();
+        let policy = self.access.policy();
         let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
         if view.is_unrestricted() {
             return None;
@@ -269,7 +270,7 @@ impl Gateway {
         catalog: &Catalog,
         name: &str,
     ) -> Message {
-        let policy = self.inner.access.policy();
+        let policy = self.access.policy();
         let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
         let visible = catalog.tool_names().filter(|n| {
             view.is_unrestricted()
@@ -386,7 +387,7 @@ impl Gateway {
         request: &Message,
         catalog: &Catalog,
     ) -> Option<Message> {
-        if self.inner.access.policy().is_empty() {
+        if self.access.policy().is_empty() {
             return None;
         }
         let id = request.id();
@@ -418,7 +419,7 @@ impl Gateway {
         id: Option<&Id>,
         exposed: &str,
     ) -> Option<Message> {
-        if self.inner.access.policy().is_empty() {
+        if self.access.policy().is_empty() {
             return None;
         }
         let unknown = || {
@@ -430,7 +431,7 @@ impl Gateway {
                 ),
             )
         };
-        let Some(owner) = self.inner.access.task_owner(exposed) else {
+        let Some(owner) = self.access.task_owner(exposed) else {
             return Some(unknown());
         };
         if owner.caller.as_deref() != ctx.caller.as_deref().map(|c| c.name.as_str()) {
@@ -447,7 +448,7 @@ impl Gateway {
     /// Remembers who started the task a `tools/call` answered with, if it did (rules configured
     /// and the client declared the tasks extension; otherwise nothing is read).
     pub(crate) fn note_task(&self, ctx: &RequestContext, request: &Message, response: &Message) {
-        if self.inner.access.policy().is_empty()
+        if self.access.policy().is_empty()
             || !ctx.client.declares_extension(crate::tasks::EXTENSION)
         {
             return;
@@ -478,7 +479,7 @@ impl Gateway {
             tool,
             caller: ctx.caller.as_ref().map(|c| c.name.clone()),
         };
-        self.inner.access.record_task(task, owner);
+        self.access.record_task(task, owner);
     }
 
     fn decide(
@@ -488,7 +489,7 @@ impl Gateway {
         server: Option<&str>,
         name: &str,
     ) -> Decision {
-        let policy = self.inner.access.policy();
+        let policy = self.access.policy();
         if policy.is_empty() {
             return Decision::Allow;
         }
