@@ -19,6 +19,7 @@ pub mod hosted;
 mod hosted_calls;
 pub mod mrtr;
 pub mod pins;
+mod pipeline;
 pub mod policy;
 pub mod rate_limit;
 pub mod reconfigure;

@@ -41,28 +41,8 @@ pub const LIST_PAGE_SIZE: usize = 1000;
 /// Prefix of Manifold's opaque list cursors.
 const CURSOR_PREFIX: &str = "mf1-";
 
-fn error(id: Option<&Id>, code: ErrorCode, message: impl Into<String>) -> Message {
+pub(crate) fn error(id: Option<&Id>, code: ErrorCode, message: impl Into<String>) -> Message {
     Message::error(id.cloned(), &ErrorObject::new(code, message))
-}
-
-/// What a `tools/call` came to: the answer, and what its recorder cannot read from the answer.
-pub(crate) struct ToolCallAnswer {
-    pub message: Message,
-    /// Why the upstream could not run the call; the answer is then an `isError` result, which
-    /// would otherwise read as the tool's own failure.
-    pub upstream_failure: Option<String>,
-    /// Attempts after the first (also in the result's `_meta`).
-    pub retries: u32,
-}
-
-impl From<Message> for ToolCallAnswer {
-    fn from(message: Message) -> ToolCallAnswer {
-        ToolCallAnswer {
-            message,
-            upstream_failure: None,
-            retries: 0,
-        }
-    }
 }
 
 impl Core {
@@ -223,7 +203,7 @@ impl Core {
     /// The approval stage for a call an ask rule matched: a retry resuming a held call (its
     /// requestState sealed here) passed it already; calls no ask rule matched go on untouched.
     #[allow(clippy::too_many_arguments)]
-    async fn stage<'r>(
+    pub(crate) async fn stage<'r>(
         &self,
         ctx: &RequestContext,
         request: &'r Message,
@@ -256,194 +236,6 @@ impl Core {
             }
             crate::approval::Verdict::Answer(raw) => Staged::Answer(raw),
             crate::approval::Verdict::Refuse(refusal) => Staged::Refuse(refusal),
-        }
-    }
-
-    #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
-    pub(crate) async fn call_tool(
-        &self,
-        ctx: &RequestContext,
-        request: &Message,
-    ) -> ToolCallAnswer {
-        let id = request.id();
-        let Some(name) = request.params_str(&["name"]) else {
-            return error(id, ErrorCode::InvalidParams, "tools/call needs params.name").into();
-        };
-        let respond = |raw: String| match id {
-            Some(id) => Message::result(id, &finish(ctx, raw)),
-            None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
-        };
-        let catalog = self.catalog();
-        let ask = match self.gate_tool_call(ctx, id, &catalog, &name) {
-            Ok(ask) => ask,
-            Err(refusal) => return (*refusal).into(),
-        };
-        match name.as_str() {
-            builtin::HEALTH => return respond(builtin::health(self, ctx)).into(),
-            builtin::SEARCH => {
-                return respond(builtin::search(self, ctx, &arguments_of(request))).into();
-            }
-            builtin::CALL => {
-                let args = arguments_of(request);
-                let Some(target) = args.get("name").and_then(Value::as_str) else {
-                    return respond(builtin::error_result(
-                        "manifold_call_tool needs \"name\": the tool's name as manifold_search_tools returned it",
-                    )).into();
-                };
-                if builtin::NAMES.contains(&target) {
-                    return respond(builtin::error_result(
-                        "manifold_call_tool calls server tools; call built-in tools directly",
-                    ))
-                    .into();
-                }
-                let inner_args = args
-                    .get("arguments")
-                    .cloned()
-                    .unwrap_or(Value::Object(Default::default()));
-                let params = serde_json::json!({ "name": target, "arguments": inner_args });
-                let Some(id) = id else {
-                    return error(None, ErrorCode::InvalidRequest, "a request needs an id").into();
-                };
-                let inner = Message::request(id, "tools/call", Some(&params.to_string()));
-                return Box::pin(self.call_tool(ctx, &inner)).await;
-            }
-            _ => {}
-        }
-        if self.is_hosted(&catalog, &name) {
-            // Only the authoring tools that make or change code can be held (policy.rs); the
-            // approval is bound to the definition the client saw.
-            let definition = self.settings().hosted.as_ref().and_then(|h| {
-                h.authoring()
-                    .iter()
-                    .zip(builtin::AUTHORING)
-                    .find(|(_, n)| **n == name)
-                    .map(|(d, _)| *d)
-            });
-            let (request, approval) = match self
-                .stage(
-                    ctx,
-                    request,
-                    ask,
-                    AUTHORED_UPSTREAM,
-                    &name,
-                    definition,
-                    None,
-                )
-                .await
-            {
-                Staged::Go(request, approval) => (request, approval),
-                Staged::Answer(raw) => return respond(raw).into(),
-                Staged::Refuse(refusal) => return refusal.into(),
-            };
-            return match self.call_hosted(ctx, &request, &name).await {
-                Ok(raw) => respond(match &approval {
-                    Some(a) => patch::set(
-                        &raw,
-                        &["_meta", crate::approval::APPROVAL_META],
-                        &a.meta_json(),
-                    )
-                    .unwrap_or(raw),
-                    None => raw,
-                }),
-                Err(refusal) => *refusal,
-            }
-            .into();
-        }
-        // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
-        let Some((server, original)) = catalog.tool(&name) else {
-            if let Some(refusal) = catalog.withheld_tool(&name) {
-                return Message::error(id.cloned(), &refusal).into();
-            }
-            return self.unknown_tool(ctx, id, &catalog, &name).into();
-        };
-        let (server, original) = (server.to_owned(), original.to_owned());
-        // A server known to be down (restarting) is not tried: the caller learns why at once.
-        if let Some(down) = self
-            .upstream(&server)
-            .and_then(|u| u.unavailable(ctx.session.is_some()))
-        {
-            return Message::error(id.cloned(), &down.to_error_object()).into();
-        }
-        let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
-        let definition = catalog.tool_entry(&name).map(|e| e.raw.as_str());
-        let (request, approval) = match self
-            .stage(ctx, request, ask, &server, &name, definition, cap)
-            .await
-        {
-            Staged::Go(request, approval) => (request, approval),
-            Staged::Answer(raw) => return respond(raw).into(),
-            Staged::Refuse(refusal) => return refusal.into(),
-        };
-        let outgoing = match renamed(&request, &original) {
-            Ok(m) => m,
-            Err(refusal) => return (*refusal).into(),
-        };
-        let idempotent = self
-            .upstream(&server)
-            .is_some_and(|u| (u.def.idempotent_tools)(&original))
-            || catalog.tool_entry(&name).is_some_and(|e| {
-                patch::get(&e.raw, &["annotations", "idempotentHint"])
-                    .ok()
-                    .flatten()
-                    .is_some_and(|v| v.trim() == "true")
-            });
-        let (outcome, retries) = self
-            .forward_with_retries(ctx, &server, &outgoing, idempotent)
-            .await;
-        match outcome {
-            Ok(response) => {
-                let namespaced = self.settings().naming.mode != NamingMode::Never;
-                let max = self.settings().result_max_bytes;
-                let policy = self.policy();
-                let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
-                let fixed = response.result_raw().map(|r| {
-                    let linked = rewrite_elements(r, &["content"], |el| {
-                        link_uri_back(&catalog, &server, el, namespaced)
-                    })
-                    .unwrap_or_else(|_| r.to_owned());
-                    // A link the caller could not follow would still name what it may not see.
-                    let linked =
-                        match without_hidden_resources(&linked, &["content"], &view, &server) {
-                            Ok(Cow::Owned(filtered)) => filtered,
-                            _ => linked,
-                        };
-                    let linked = crate::tasks::expose_in_result(&linked, &server);
-                    let capped = crate::truncate::cap_tool_result(&linked, max);
-                    let capped = match &approval {
-                        Some(a) => patch::set(
-                            &capped,
-                            &["_meta", crate::approval::APPROVAL_META],
-                            &a.meta_json(),
-                        )
-                        .unwrap_or(capped),
-                        None => capped,
-                    };
-                    if retries == 0 {
-                        return capped;
-                    }
-                    patch::set(&capped, &["_meta", RETRIES_META], &retries.to_string())
-                        .unwrap_or(capped)
-                });
-                ToolCallAnswer {
-                    message: reply(ctx, id, &response, fixed),
-                    upstream_failure: None,
-                    retries,
-                }
-            }
-            Err(e) => {
-                let why = e.to_string();
-                let failed = builtin::error_result(&why);
-                ToolCallAnswer {
-                    message: respond(if retries == 0 {
-                        failed
-                    } else {
-                        patch::set(&failed, &["_meta", RETRIES_META], &retries.to_string())
-                            .unwrap_or(failed)
-                    }),
-                    upstream_failure: Some(why),
-                    retries,
-                }
-            }
         }
     }
 
@@ -663,7 +455,7 @@ impl Core {
         "{}".to_owned()
     }
 
-    fn upstream(&self, server: &str) -> Option<Arc<Upstream>> {
+    pub(crate) fn upstream(&self, server: &str) -> Option<Arc<Upstream>> {
         self.upstream_named(server)
     }
 
@@ -683,7 +475,7 @@ impl Core {
     /// Forwards a tool call; an idempotent one is tried again, with backoff, when its upstream
     /// died, refused the connection or timed out after the call was sent. A server that was
     /// already down when the call arrived fails at once. Returns the outcome and the retries made.
-    async fn forward_with_retries(
+    pub(crate) async fn forward_with_retries(
         &self,
         ctx: &RequestContext,
         server: &str,
@@ -972,6 +764,230 @@ impl Core {
     }
 }
 
+/// What a `tools/call` came to: the answer, and what its recorder cannot read from the answer.
+pub(crate) struct ToolCallAnswer {
+    pub message: Message,
+    /// Why the upstream could not run the call; the answer is then an `isError` result, which
+    /// would otherwise read as the tool's own failure.
+    pub upstream_failure: Option<String>,
+    /// Attempts after the first (also in the result's `_meta`).
+    pub retries: u32,
+}
+
+impl From<Message> for ToolCallAnswer {
+    fn from(message: Message) -> ToolCallAnswer {
+        ToolCallAnswer {
+            message,
+            upstream_failure: None,
+            retries: 0,
+        }
+    }
+}
+
+/// The stages of a `tools/call` that `pipeline.rs` runs in order, as far as they are the router's.
+impl Core {
+    /// A tool Manifold answers itself: a built-in one, or a hosted one (through the approval
+    /// stage when an ask rule holds it). `None`: a server's tool.
+    pub(crate) async fn own_tool(
+        &self,
+        ctx: &RequestContext,
+        request: &Message,
+        catalog: &Catalog,
+        name: &str,
+        ask: Option<crate::policy::AskRule>,
+    ) -> Option<ToolCallAnswer> {
+        let id = request.id();
+        match name {
+            builtin::HEALTH => return Some(respond(ctx, id, builtin::health(self, ctx)).into()),
+            builtin::SEARCH => {
+                let found = builtin::search(self, ctx, &arguments_of(request));
+                return Some(respond(ctx, id, found).into());
+            }
+            builtin::CALL => return Some(self.call_found_tool(ctx, request).await),
+            _ => {}
+        }
+        if !self.is_hosted(catalog, name) {
+            return None;
+        }
+        // Only the authoring tools that make or change code can be held (policy.rs); the
+        // approval is bound to the definition the client saw.
+        let definition = self.settings().hosted.as_ref().and_then(|h| {
+            h.authoring()
+                .iter()
+                .zip(builtin::AUTHORING)
+                .find(|(_, n)| **n == name)
+                .map(|(d, _)| *d)
+        });
+        let staged = self
+            .stage(ctx, request, ask, AUTHORED_UPSTREAM, name, definition, None)
+            .await;
+        let (request, approval) = match staged {
+            Staged::Go(request, approval) => (request, approval),
+            Staged::Answer(raw) => return Some(respond(ctx, id, raw).into()),
+            Staged::Refuse(refusal) => return Some(refusal.into()),
+        };
+        let answer = match self.call_hosted(ctx, &request, name).await {
+            Ok(raw) => respond(ctx, id, with_approval(raw, approval.as_ref())),
+            Err(refusal) => *refusal,
+        };
+        Some(answer.into())
+    }
+
+    /// `manifold_call_tool`: the named tool, called as if the client had called it.
+    async fn call_found_tool(&self, ctx: &RequestContext, request: &Message) -> ToolCallAnswer {
+        let id = request.id();
+        let args = arguments_of(request);
+        let Some(target) = args.get("name").and_then(Value::as_str) else {
+            return respond(ctx, id, builtin::error_result(
+                "manifold_call_tool needs \"name\": the tool's name as manifold_search_tools returned it",
+            ))
+            .into();
+        };
+        if builtin::NAMES.contains(&target) {
+            return respond(
+                ctx,
+                id,
+                builtin::error_result(
+                    "manifold_call_tool calls server tools; call built-in tools directly",
+                ),
+            )
+            .into();
+        }
+        let inner_args = args
+            .get("arguments")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
+        let params = serde_json::json!({ "name": target, "arguments": inner_args });
+        let Some(id) = id else {
+            return error(None, ErrorCode::InvalidRequest, "a request needs an id").into();
+        };
+        let inner = Message::request(id, "tools/call", Some(&params.to_string()));
+        Box::pin(self.call_tool(ctx, &inner)).await
+    }
+
+    /// The server of an exposed tool name and the tool's name there; a name withheld by pins,
+    /// unknown, or on a server known to be down (restarting) is answered here, untried.
+    pub(crate) fn resolve_tool(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        catalog: &Catalog,
+        name: &str,
+    ) -> Result<(String, String), Box<Message>> {
+        // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
+        let Some((server, original)) = catalog.tool(name) else {
+            if let Some(refusal) = catalog.withheld_tool(name) {
+                return Err(Box::new(Message::error(id.cloned(), &refusal)));
+            }
+            return Err(Box::new(self.unknown_tool(ctx, id, catalog, name)));
+        };
+        if let Some(down) = self
+            .upstream(server)
+            .and_then(|u| u.unavailable(ctx.session.is_some()))
+        {
+            return Err(Box::new(Message::error(
+                id.cloned(),
+                &down.to_error_object(),
+            )));
+        }
+        Ok((server.to_owned(), original.to_owned()))
+    }
+
+    /// Whether a call of this tool may be retried: the server's configuration says so, or the
+    /// tool's `idempotentHint`.
+    pub(crate) fn idempotent(
+        &self,
+        catalog: &Catalog,
+        server: &str,
+        original: &str,
+        name: &str,
+    ) -> bool {
+        self.upstream(server)
+            .is_some_and(|u| (u.def.idempotent_tools)(original))
+            || catalog.tool_entry(name).is_some_and(|e| {
+                patch::get(&e.raw, &["annotations", "idempotentHint"])
+                    .ok()
+                    .flatten()
+                    .is_some_and(|v| v.trim() == "true")
+            })
+    }
+
+    /// The client's answer from what the upstream said: links and embedded resources under
+    /// exposed URIs, those the caller may not see taken out, tasks under exposed ids, the size
+    /// cap, and the approval and retries in `_meta`; an upstream that failed becomes an
+    /// `isError` result saying why.
+    pub(crate) fn patched_back(
+        &self,
+        ctx: &RequestContext,
+        id: Option<&Id>,
+        (catalog, server): (&Catalog, &str),
+        (outcome, retries): (Result<Message, manifold_upstream::UpstreamError>, u32),
+        approval: Option<&crate::approval::Granted>,
+    ) -> ToolCallAnswer {
+        let with_retries = |raw: String| {
+            if retries == 0 {
+                return raw;
+            }
+            patch::set(&raw, &["_meta", RETRIES_META], &retries.to_string()).unwrap_or(raw)
+        };
+        let response = match outcome {
+            Ok(response) => response,
+            Err(e) => {
+                let why = e.to_string();
+                return ToolCallAnswer {
+                    message: respond(ctx, id, with_retries(builtin::error_result(&why))),
+                    upstream_failure: Some(why),
+                    retries,
+                };
+            }
+        };
+        let namespaced = self.settings().naming.mode != NamingMode::Never;
+        let max = self.settings().result_max_bytes;
+        let policy = self.policy();
+        let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
+        let fixed = response.result_raw().map(|r| {
+            let linked = rewrite_elements(r, &["content"], |el| {
+                link_uri_back(catalog, server, el, namespaced)
+            })
+            .unwrap_or_else(|_| r.to_owned());
+            // A link the caller could not follow would still name what it may not see.
+            let linked = match without_hidden_resources(&linked, &["content"], &view, server) {
+                Ok(Cow::Owned(filtered)) => filtered,
+                _ => linked,
+            };
+            let linked = crate::tasks::expose_in_result(&linked, server);
+            let capped = crate::truncate::cap_tool_result(&linked, max);
+            with_retries(with_approval(capped, approval))
+        });
+        ToolCallAnswer {
+            message: reply(ctx, id, &response, fixed),
+            upstream_failure: None,
+            retries,
+        }
+    }
+}
+
+/// A result with the approval a person gave in its `_meta`.
+fn with_approval(raw: String, approval: Option<&crate::approval::Granted>) -> String {
+    match approval {
+        Some(a) => patch::set(
+            &raw,
+            &["_meta", crate::approval::APPROVAL_META],
+            &a.meta_json(),
+        )
+        .unwrap_or(raw),
+        None => raw,
+    }
+}
+
+/// A result for the request `id`, finished for the client's era.
+pub(crate) fn respond(ctx: &RequestContext, id: Option<&Id>, raw: String) -> Message {
+    match id {
+        Some(id) => Message::result(id, &finish(ctx, raw)),
+        None => error(None, ErrorCode::InvalidRequest, "a request needs an id"),
+    }
+}
+
 /// The downstream response for an upstream response: same bytes, the client's id.
 fn reply(
     ctx: &RequestContext,
@@ -1023,7 +1039,7 @@ fn finish(ctx: &RequestContext, raw: String) -> String {
 }
 
 /// The request with the upstream's own name in `params.name`, or the error response saying why not.
-fn renamed(request: &Message, original: &str) -> Result<Message, Box<Message>> {
+pub(crate) fn renamed(request: &Message, original: &str) -> Result<Message, Box<Message>> {
     request.with_name(original).map_err(|e| {
         Box::new(error(
             request.id(),
@@ -1034,7 +1050,7 @@ fn renamed(request: &Message, original: &str) -> Result<Message, Box<Message>> {
 }
 
 /// What the approval stage made of a call.
-enum Staged<'r> {
+pub(crate) enum Staged<'r> {
     /// Go on with this request; the approval, when a person gave one, goes into the result.
     Go(Cow<'r, Message>, Option<crate::approval::Granted>),
     /// The call ends with this raw result (declined, timed out).

@@ -8,7 +8,6 @@
 //! pin revision, which running gateways notice within a second, no restart needed. An old
 //! `pins.json` is imported first.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use clap::Subcommand;
@@ -19,7 +18,7 @@ use manifold_store::Store;
 
 use crate::pin_store::StorePins;
 
-use crate::config_file::config_path;
+use crate::config_file::load_config;
 use crate::report::{CliError, Outcome};
 use manifold_store::timestamps::utc_rfc3339;
 
@@ -72,20 +71,6 @@ pub async fn run(action: &PinsAction) -> Result<Outcome, CliError> {
     };
     crate::key_store::close(store).await;
     outcome
-}
-
-/// The configuration whose data directory holds the pins (built-in defaults without a file).
-fn load_config(given: Option<&Path>) -> Result<Config, CliError> {
-    match config_path(given) {
-        Some(path) => Config::load(&path).map_err(|errors| {
-            CliError::usage(format!("{} is not valid:\n{errors}", path.display()))
-        }),
-        None => Config::from_str("", "built-in defaults").map_err(|errors| {
-            CliError::usage(format!(
-                "the built-in defaults could not be loaded:\n{errors}"
-            ))
-        }),
-    }
 }
 
 fn store_error(e: manifold_gateway::pins::PinError) -> CliError {

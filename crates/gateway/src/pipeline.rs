@@ -1,0 +1,73 @@
+//! One `tools/call` through the gateway, stage by stage, top to bottom. Each stage is a call to
+//! the file that owns it; what a stage needs it takes as arguments or from `Core`, and what it
+//! decides comes back as its value. Around this function: `call_record.rs` (the call id,
+//! metrics and log line) and `audit.rs` (the trail's row), which read the `ToolCallAnswer` it
+//! returns (defined with the stages that build it, `router.rs`); before it, `admit` (`policy/gates.rs`) and the dispatch by method (`router.rs`).
+//!
+//! 1. authorize: the caller's rules (`policy/gates.rs`, `gate_tool_call`);
+//! 2. answer Manifold's own tools: built-in (`builtin.rs`) and hosted (`hosted_calls.rs`);
+//! 3. resolve: the exposed name to its server and the name there (`router.rs`, `resolve_tool`);
+//! 4. approve: a call an ask rule matched waits for a person (`approval/stage.rs`);
+//! 5. forward: renamed, with trace context and the caller's token, retried when idempotent
+//!    (`router.rs`, `forward_with_retries`; `call_record.rs`, `forward`);
+//! 6. patch back: exposed URIs, hidden resources out, the size cap, `_meta` notes
+//!    (`router.rs`, `patched_back`).
+
+use manifold_wire::{ErrorCode, Message};
+
+use crate::router::{Staged, ToolCallAnswer, error, renamed, respond};
+use crate::state::Core;
+
+impl Core {
+    /// One `tools/call`, through the stages above.
+    pub(crate) async fn call_tool(
+        &self,
+        ctx: &crate::context::RequestContext,
+        request: &Message,
+    ) -> ToolCallAnswer {
+        let id = request.id();
+        let Some(name) = request.params_str(&["name"]) else {
+            return error(id, ErrorCode::InvalidParams, "tools/call needs params.name").into();
+        };
+        let catalog = self.catalog();
+        // 1. Authorize.
+        let ask = match self.gate_tool_call(ctx, id, &catalog, &name) {
+            Ok(ask) => ask,
+            Err(refusal) => return (*refusal).into(),
+        };
+        // 2. Manifold's own tools.
+        if let Some(answer) = self
+            .own_tool(ctx, request, &catalog, &name, ask.clone())
+            .await
+        {
+            return answer;
+        }
+        // 3. Resolve.
+        let (server, original) = match self.resolve_tool(ctx, id, &catalog, &name) {
+            Ok(found) => found,
+            Err(refusal) => return (*refusal).into(),
+        };
+        // 4. Approve.
+        let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
+        let definition = catalog.tool_entry(&name).map(|e| e.raw.as_str());
+        let staged = self
+            .stage(ctx, request, ask, &server, &name, definition, cap)
+            .await;
+        let (request, approval) = match staged {
+            Staged::Go(request, approval) => (request, approval),
+            Staged::Answer(raw) => return respond(ctx, id, raw).into(),
+            Staged::Refuse(refusal) => return refusal.into(),
+        };
+        // 5. Forward.
+        let outgoing = match renamed(&request, &original) {
+            Ok(m) => m,
+            Err(refusal) => return (*refusal).into(),
+        };
+        let idempotent = self.idempotent(&catalog, &server, &original, &name);
+        let forwarded = self
+            .forward_with_retries(ctx, &server, &outgoing, idempotent)
+            .await;
+        // 6. Patch back.
+        self.patched_back(ctx, id, (&catalog, &server), forwarded, approval.as_ref())
+    }
+}
