@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use manifold_config::AuditMode;
 use manifold_store::{AuditEntry, MAX_AUDIT_BATCH, MAX_AUDIT_RECORD_BYTES, Store};
 use manifold_telemetry::AuditMetrics;
-use manifold_telemetry::audit::{AuditAck, AuditFacts, AuditSink, AuditStatus, AuditUnavailable};
+use manifold_telemetry::audit::{
+    AuditAck, AuditFacts, AuditMode, AuditSink, AuditStatus, AuditUnavailable,
+};
 use tokio::sync::{mpsc, oneshot};
 
 /// Rows that may wait for the writer. Beyond it, best effort drops and required refuses.

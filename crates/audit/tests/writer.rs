@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manifold_audit::{AuditWriter, FAILING_PROBE_INTERVAL, REQUIRED_ACK_TIMEOUT};
-use manifold_config::AuditMode;
 use manifold_store::{Store, StoreLocation};
 use manifold_telemetry::Metrics;
+use manifold_telemetry::audit::AuditMode;
 use manifold_telemetry::audit::{AuditFacts, AuditOutcome, AuditSink};
 use manifold_testkit::Postgres;
 

@@ -2,7 +2,7 @@
 //! key store or the token validator by the token's shape; and, for a refusal, the exact status
 //! and `WWW-Authenticate` challenge RFC 6750, RFC 9728 and the MCP authorization spec ask for.
 
-use manifold_config::AuthSettings;
+use crate::settings::AuthSettings;
 
 use crate::api_keys::VerifyError;
 use crate::bearer::{Presented, bearer_token, classify};

@@ -16,6 +16,7 @@ pub mod jwks;
 pub mod jwt;
 pub mod key_repository;
 pub mod metadata;
+pub mod settings;
 
 pub use api_keys::{API_KEYS_FILE, ApiKeyFile, KeyRecord, NewKey};
 pub use authenticator::{Authenticator, Challenge};
@@ -27,3 +28,4 @@ pub use key_repository::{
     UNKNOWN_KEY_REFRESH_INTERVAL,
 };
 pub use metadata::{ProtectedResourceMetadata, WELL_KNOWN_PREFIX};
+pub use settings::{AuthSettings, OAuthSettings};

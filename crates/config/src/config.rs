@@ -18,7 +18,7 @@ pub struct Config {
     /// The `[rate_limits]` section.
     pub rate_limits: crate::access::RateLimits,
     /// The `[auth]` section: who may use the HTTP endpoint.
-    pub auth: crate::auth::AuthSettings,
+    pub auth: manifold_auth::AuthSettings,
     /// Drain time, session idle expiry and idle shutdown of lazy servers.
     pub lifecycle: crate::load::lifecycle::LifecycleSettings,
     /// The `[telemetry]` section: metrics, traces and call log lines.
@@ -61,7 +61,7 @@ impl Config {
             servers,
             rules: Vec::new(),
             rate_limits: crate::access::RateLimits::default(),
-            auth: crate::auth::AuthSettings::default(),
+            auth: manifold_auth::AuthSettings::default(),
             lifecycle: crate::load::lifecycle::LifecycleSettings::default(),
             telemetry: crate::load::telemetry::TelemetrySettings::default(),
             retries: crate::load::retry_policy::RetrySettings::default(),

@@ -7,8 +7,6 @@
 //! `manifold check` ([`check_report`]). The only I/O is in [`environment`].
 
 pub mod access;
-pub mod allowlist;
-pub mod auth;
 pub mod check;
 pub mod config;
 mod did_you_mean;
@@ -26,8 +24,6 @@ pub mod settings;
 mod toml_text;
 pub mod tool_filter;
 
-pub use allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
-pub use auth::{AuthSettings, OAuthSettings};
 pub use check::{check, check_report};
 pub use config::Config;
 pub use environment::{Environment, FixedEnvironment, ProcessEnvironment};
@@ -52,6 +48,8 @@ pub use load::store::StoreSettings;
 pub use load::telemetry::TelemetrySettings;
 pub use load::tools::{ConfiguredTool, MAX_CODE_FILE_BYTES};
 pub use load::toolsets::ToolsetConfig;
+pub use manifold_auth::{AuthSettings, OAuthSettings};
+pub use manifold_server::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use secret::Secret;
 pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};
 pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};

@@ -4,8 +4,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use crate::allowlist::{HostAllowlist, OriginPattern, origin_allowed};
 use crate::secret::Secret;
+use manifold_server::allowlist::{HostAllowlist, OriginPattern, origin_allowed};
 
 /// Manifold's default port: fixed, so clients can be configured once.
 pub const DEFAULT_PORT: u16 = 7391;

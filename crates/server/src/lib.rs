@@ -8,6 +8,7 @@
 //! the Origin/Host checks that keep a local gateway out of reach of web pages.
 
 pub mod accept;
+pub mod allowlist;
 pub mod error;
 pub mod events;
 pub mod http;
@@ -25,12 +26,10 @@ pub mod shared_sessions;
 pub mod stdio;
 pub mod stream_log;
 
-// The allowlist types are manifold-config's (one implementation for the file that declares them
-// and the guard that checks them); re-exported because `ServerSettings` holds them.
+pub use allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use error::ServerError;
 pub use http::{BoundServer, OperatorServer, Server};
 pub use limits::Limits;
-pub use manifold_config::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use session_key::SessionKey;
 pub use settings::{OperatorUi, ServerSettings};
 pub use stdio::{serve_stdio, serve_stdio_in};

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use manifold_config::allowlist::{HostAllowlist, OriginPattern};
+use crate::allowlist::{HostAllowlist, OriginPattern};
 
 use crate::limits::Limits;
 use crate::session_key::SessionKey;

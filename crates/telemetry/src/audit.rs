@@ -211,6 +211,26 @@ pub struct AuditStatus {
     pub failing: Option<String>,
 }
 
+/// What a call gets while its audit row cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuditMode {
+    /// Calls keep being served; rows that cannot be written are dropped and counted.
+    #[default]
+    BestEffort,
+    /// A call's answer is released only once its row is durable; new calls are refused while
+    /// rows cannot be written.
+    Required,
+}
+
+impl AuditMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditMode::BestEffort => "best_effort",
+            AuditMode::Required => "required",
+        }
+    }
+}
+
 /// Where the request path hands its audit facts.
 pub trait AuditSink: Send + Sync + 'static {
     /// Whether a new request may start: in required mode, refused while rows cannot be written.

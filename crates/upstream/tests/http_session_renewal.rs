@@ -493,8 +493,15 @@ async fn a_reply_stream_is_never_resumed_in_the_session_that_replaced_its_own() 
     server.kill().await;
     server.restart().await;
     // This call finds the old session unknown and starts a new one, before the stream's first
-    // resume attempt (a `retry` later).
-    let answer = echo(&conn, "after the restart").await.unwrap();
+    // resume attempt (a `retry` later). On a loaded machine it can go out on a pooled connection
+    // to the killed server whose close the client has not read yet ("connection closed before
+    // message completed", a `Connect` error): the request never reached the new server, and a
+    // client sends it again, as this test does once. That race is not what this test is about.
+    let answer = match echo(&conn, "after the restart").await {
+        Err(UpstreamError::Connect { .. }) => echo(&conn, "after the restart").await,
+        other => other,
+    }
+    .unwrap();
     assert_eq!(text_of(&answer), "after the restart");
     let error = tokio::time::timeout(HANG_GUARD, call.response())
         .await

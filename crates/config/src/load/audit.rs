@@ -12,6 +12,8 @@ use toml::de::DeTable;
 use super::reader::{Item, Reader, Show, key_path};
 use crate::duration::{DurationError, parse_duration_up_to};
 
+pub use manifold_telemetry::audit::AuditMode;
+
 pub(crate) const AUDIT_KEYS: &[&str] = &["enabled", "mode", "record_arguments", "retain"];
 
 const AUDIT_HINTS: &[(&str, &str)] = &[
@@ -35,26 +37,6 @@ pub const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(90 * 86_400);
 pub const MIN_AUDIT_RETENTION: Duration = Duration::from_secs(3600);
 /// The longest `retain` accepted (ten years); keep rows longer by exporting them.
 pub const MAX_AUDIT_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
-
-/// What a call gets while its audit row cannot be written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AuditMode {
-    /// Calls keep being served; rows that cannot be written are dropped and counted.
-    #[default]
-    BestEffort,
-    /// A call's answer is released only once its row is durable; new calls are refused while
-    /// rows cannot be written.
-    Required,
-}
-
-impl AuditMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditMode::BestEffort => "best_effort",
-            AuditMode::Required => "required",
-        }
-    }
-}
 
 /// The `[audit]` section, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use toml::de::DeTable;
 
 use super::reader::{Item, Reader, Show, Text, key_path};
-use crate::auth::{
+use manifold_auth::settings::{
     ASYMMETRIC_ALGORITHMS, AuthSettings, DEFAULT_ALGORITHMS, DEFAULT_GROUPS_CLAIM, OAuthSettings,
 };
 

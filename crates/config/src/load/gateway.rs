@@ -8,13 +8,13 @@ use base64::Engine as _;
 use toml::de::DeTable;
 
 use super::reader::{Item, Reader, Show, Text, key_path};
-use crate::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 use crate::environment::Var;
 use crate::secret::Secret;
 use crate::settings::{
     DEFAULT_LISTEN, DEFAULT_NAME_MAX_LEN, Discovery, GatewaySettings, NAME_MAX_LEN_RANGE,
     NamingMode, SessionKey,
 };
+use manifold_server::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 
 pub(crate) const GATEWAY_KEYS: &[&str] = &[
     "listen",

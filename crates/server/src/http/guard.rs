@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
+use crate::allowlist::origin_allowed;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use manifold_config::allowlist::origin_allowed;
 use manifold_telemetry::RejectReason;
 use manifold_wire::ErrorCode;
 

@@ -1,5 +1,5 @@
-//! Origin and Host allowlists, in one place for the configuration file that declares them and the
-//! HTTP server that checks them on every request (manifold-server uses these types as they are).
+//! Origin and Host allowlists: the HTTP server checks them on every request, and owns them; the
+//! configuration (manifold-config) builds them from the file with the same validation.
 //!
 //! A web page can make a browser send requests to a gateway on localhost, and DNS rebinding can
 //! make a hostile name resolve to 127.0.0.1. Browsers always send `Origin` on such requests, and

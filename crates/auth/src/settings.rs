@@ -1,8 +1,8 @@
 //! The `[auth]` section as typed values: whether clients of the HTTP endpoint must authenticate,
 //! and how (Manifold's own API keys, OAuth 2.1 access tokens from one issuer, or both).
 //!
-//! These are plain values; `manifold-auth` turns them into the checks themselves, so this crate
-//! stays free of cryptography.
+//! These are plain values, owned here beside the checks they configure (`authenticator.rs`);
+//! manifold-config builds them from the file.
 
 /// JWT algorithms accepted when `algorithms` is not written: the two most issuers sign with.
 pub const DEFAULT_ALGORITHMS: [&str; 2] = ["RS256", "ES256"];
