@@ -7,7 +7,6 @@
 use serde_json::{Value, json};
 
 use crate::context::RequestContext;
-use crate::state::Core;
 use crate::upstream::{Sandbox, Status};
 
 pub mod names;
@@ -38,16 +37,37 @@ fn text_result(text: &str, structured: Option<Value>, is_error: bool) -> String 
     v.to_string()
 }
 
+/// What `manifold_health` reads of the gateway, and nothing more.
+pub struct HealthView<'a> {
+    /// The upstreams in force.
+    pub upstreams: &'a [std::sync::Arc<crate::upstream::Upstream>],
+    /// With rules: the servers the caller may reach, with how many of their tools it sees.
+    pub visible: Option<std::collections::HashMap<String, usize>>,
+    pub pins: Option<&'a crate::pins::Pins>,
+    /// The audit trail's status, when there is a trail.
+    pub audit: Option<manifold_telemetry::audit::AuditStatus>,
+    /// Why the last catalog rebuild was refused, if it was.
+    pub catalog_error: Option<String>,
+}
+
+/// What `manifold_search_tools` reads: the catalog, the caller's view of the rules, and the
+/// hosted tools listed now.
+pub struct SearchView<'a> {
+    pub catalog: &'a crate::catalog::build::Catalog,
+    pub rules: &'a crate::policy::CallerRules<'a>,
+    pub hosted: std::sync::Arc<Vec<crate::hosted::HostedEntry>>,
+}
+
 /// `manifold_health`.
 #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
-pub fn health(gateway: &Core, ctx: &RequestContext) -> String {
+pub fn health(gateway: HealthView<'_>, ctx: &RequestContext) -> String {
     let mut healthy = true;
     let mut lines = Vec::new();
-    let pins = gateway.settings().pins.as_deref();
+    let pins = gateway.pins;
     // With rules, a caller sees only the servers it may reach, and their tools it may see.
-    let visible = gateway.visible_servers(ctx);
+    let visible = gateway.visible;
     let upstreams: Vec<Value> = gateway
-        .upstreams()
+        .upstreams
         .iter()
         .filter(|u| visible.as_ref().is_none_or(|v| v.contains_key(&u.def.name)))
         .map(|u| {
@@ -113,12 +133,7 @@ pub fn health(gateway: &Core, ctx: &RequestContext) -> String {
         .as_deref()
         .and_then(|i| serde_json::from_str(i).ok())
         .unwrap_or(Value::Null);
-    let audit = gateway
-        .settings()
-        .telemetry
-        .audit
-        .as_ref()
-        .map(|a| a.status());
+    let audit = gateway.audit;
     if let Some(trail) = &audit {
         if let Some(why) = &trail.failing {
             healthy = false;
@@ -142,7 +157,7 @@ pub fn health(gateway: &Core, ctx: &RequestContext) -> String {
             "dropped": a.dropped,
             "failing": a.failing,
         })),
-        "catalogError": gateway.catalog_error(),
+        "catalogError": gateway.catalog_error,
         "pinsError": pins.and_then(crate::pins::Pins::error),
         "client": { "revision": client_revision, "info": client_info, "revisionSkew": skew },
     });
@@ -214,7 +229,7 @@ fn words(s: &str) -> Vec<String> {
 }
 
 /// `manifold_search_tools`: ranks exposed tools by keyword matches.
-pub fn search(gateway: &Core, ctx: &RequestContext, arguments: &Value) -> String {
+pub fn search(gateway: SearchView<'_>, arguments: &Value) -> String {
     let Some(query) = arguments.get("query").and_then(Value::as_str) else {
         return text_result(
             "manifold_search_tools needs a \"query\" string, e.g. {\"query\":\"read file\"}",
@@ -230,16 +245,10 @@ pub fn search(gateway: &Core, ctx: &RequestContext, arguments: &Value) -> String
         })
         .clamp(1, SEARCH_MAX_LIMIT);
     let terms = words(query);
-    let catalog = gateway.catalog();
-    let policy = gateway.policy();
-    let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
+    let catalog = gateway.catalog;
+    let view = gateway.rules;
     // Server tools and authored tools (a server tool of the same name shadows an authored one).
-    let hosted = gateway
-        .settings()
-        .hosted
-        .as_ref()
-        .map(|h| h.listed())
-        .unwrap_or_default();
+    let hosted = gateway.hosted;
     let candidates = catalog
         .tools
         .iter()

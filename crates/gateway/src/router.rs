@@ -798,9 +798,28 @@ impl Core {
     ) -> Option<ToolCallAnswer> {
         let id = request.id();
         match name {
-            builtin::HEALTH => return Some(respond(ctx, id, builtin::health(self, ctx)).into()),
+            builtin::HEALTH => {
+                let upstreams = self.upstreams();
+                let view = builtin::HealthView {
+                    upstreams: &upstreams,
+                    visible: self.visible_servers(ctx),
+                    pins: self.settings().pins.as_deref(),
+                    audit: self.settings().telemetry.audit.as_ref().map(|a| a.status()),
+                    catalog_error: self.catalog_error(),
+                };
+                return Some(respond(ctx, id, builtin::health(view, ctx)).into());
+            }
             builtin::SEARCH => {
-                let found = builtin::search(self, ctx, &arguments_of(request));
+                let policy = self.policy();
+                let rules = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
+                let view = builtin::SearchView {
+                    catalog,
+                    rules: &rules,
+                    hosted: (self.settings().hosted.as_ref())
+                        .map(|h| h.listed())
+                        .unwrap_or_default(),
+                };
+                let found = builtin::search(view, &arguments_of(request));
                 return Some(respond(ctx, id, found).into());
             }
             builtin::CALL => return Some(self.call_found_tool(ctx, request).await),
