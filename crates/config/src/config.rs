@@ -13,10 +13,11 @@ pub struct Config {
     pub gateway: GatewaySettings,
     /// Every server, enabled or not, ordered by name (ignoring case).
     pub servers: Vec<ServerConfig>,
-    /// The `[[rules]]`: who may see and call what, tried in file order.
-    pub rules: Vec<crate::access::AccessRule>,
-    /// The `[rate_limits]` section.
-    pub rate_limits: crate::access::RateLimits,
+    /// The `[[rules]]`: who may see and call what, tried in file order, as the gateway's own
+    /// specs (its `Policy` compiles them).
+    pub rules: Vec<manifold_gateway::policy::RuleSpec>,
+    /// The `[rate_limits]` section, as the gateway's own spec (its `RateLimits` compiles it).
+    pub rate_limits: manifold_gateway::rate_limit::RateLimitSpec,
     /// The `[auth]` section: who may use the HTTP endpoint.
     pub auth: manifold_auth::AuthSettings,
     /// Drain time, session idle expiry and idle shutdown of lazy servers.
@@ -43,8 +44,9 @@ pub struct Config {
     pub metaforge: crate::load::metaforge::MetaforgeSettings,
     /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
     pub tools: Vec<crate::load::tools::ConfiguredTool>,
-    /// `[toolsets.NAME]`: the sets served at `/mcp/NAME`.
-    pub toolsets: Vec<crate::load::toolsets::ToolsetConfig>,
+    /// `[toolsets.NAME]`: the sets served at `/mcp/NAME`, as the gateway's own specs (compiled
+    /// beside the rules).
+    pub toolsets: Vec<manifold_gateway::policy::ToolsetSpec>,
     secrets: Vec<Secret>,
 }
 
@@ -60,7 +62,7 @@ impl Config {
             gateway,
             servers,
             rules: Vec::new(),
-            rate_limits: crate::access::RateLimits::default(),
+            rate_limits: manifold_gateway::rate_limit::RateLimitSpec::default(),
             auth: manifold_auth::AuthSettings::default(),
             lifecycle: crate::load::lifecycle::LifecycleSettings::default(),
             telemetry: crate::load::telemetry::TelemetrySettings::default(),

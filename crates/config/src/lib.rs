@@ -5,8 +5,12 @@
 //! turns each server into the upstream crate's connection types. Also converts MCP clients' JSON
 //! configurations into Manifold TOML ([`import`]) and summarises a configuration for
 //! `manifold check` ([`check_report`]). The only I/O is in [`environment`].
+//!
+//! What a component uses, the component owns: the file's sections are read straight into those
+//! components' own types (the gateway's rules, rate limits, tool sets, tool filters, overrides,
+//! naming and discovery; the server's allowlists; auth's settings; telemetry's audit mode), so
+//! this crate stands just under the binary and no component depends on it.
 
-pub mod access;
 pub mod check;
 pub mod config;
 mod did_you_mean;
@@ -22,7 +26,6 @@ pub mod secret;
 pub mod server;
 pub mod settings;
 mod toml_text;
-pub mod tool_filter;
 
 pub use check::{check, check_report};
 pub use config::Config;
@@ -42,15 +45,13 @@ pub use load::audit::{
 pub use load::authoring::AuthoringSettings;
 pub use load::dashboard::DashboardSettings;
 pub use load::lifecycle::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_SESSION_IDLE_TTL, LifecycleSettings};
-pub use load::overrides::{OVERRIDE_ANNOTATIONS, Overrides, ToolOverride};
+pub use load::overrides::{OVERRIDE_ANNOTATIONS, Overrides};
 pub use load::retry_policy::{RetrySettings, ServerRetry};
 pub use load::store::StoreSettings;
 pub use load::telemetry::TelemetrySettings;
 pub use load::tools::{ConfiguredTool, MAX_CODE_FILE_BYTES};
-pub use load::toolsets::ToolsetConfig;
 pub use manifold_auth::{AuthSettings, OAuthSettings};
 pub use manifold_server::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use secret::Secret;
-pub use server::{Interpolated, Scope, ServerConfig, ServerKind, Startup};
+pub use server::{Interpolated, OnChange, Scope, ServerConfig, ServerKind, Startup, ToolFilter};
 pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};
-pub use tool_filter::ToolFilter;

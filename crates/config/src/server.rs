@@ -16,22 +16,18 @@ use manifold_upstream::{
 };
 
 use crate::secret::REDACTED;
-use crate::tool_filter::ToolFilter;
+
+// The gateway's own types, which a server's section is read into: who shares a stdio child, what
+// a changed tool definition does, which tools are offered. Re-exported so that this module names
+// everything a server's settings hold.
+pub use manifold_gateway::ToolFilter;
+pub use manifold_gateway::pins::OnChange;
+pub use manifold_gateway::upstream::Scope;
 
 /// Per-call idle timeout unless configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Absolute per-call cap unless configured.
 pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(10 * 60);
-
-/// Who shares a stdio child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Scope {
-    /// One child for every client (request ids remapped).
-    #[default]
-    Shared,
-    /// One child per downstream session.
-    Session,
-}
 
 /// When a server is started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,17 +37,6 @@ pub enum Startup {
     Eager,
     /// On first use.
     Lazy,
-}
-
-/// What the gateway does when one of the server's tool definitions no longer matches the one
-/// pinned on first sight (`on_change`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnChange {
-    /// Serve the changed tool; log it and report it in `manifold_health`.
-    #[default]
-    Warn,
-    /// Withhold the changed tool until `manifold pins approve SERVER`.
-    Block,
 }
 
 /// The fields of a server whose values came from `${...}` interpolation, by their path inside

@@ -1,47 +1,32 @@
 //! The `[gateway]` section as typed, resolved values, with the defaults people expect from a
-//! local gateway: loopback only, stable prefixed names within 64 characters.
+//! local gateway: loopback only, stable prefixed names within 64 characters. The section serves
+//! several components (the listener and its allowlists are manifold-server's, naming and
+//! discovery the gateway's, `data_dir` the binary's), so it is kept here as written and each part
+//! is handed over in its owner's types: `naming_rules()`, `discovery`, the allowlists.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::secret::Secret;
+use manifold_gateway::catalog::naming::{DEFAULT_MAX_NAME_LEN, NamingRules};
 use manifold_server::allowlist::{HostAllowlist, OriginPattern, origin_allowed};
+
+// The gateway's own types and names, which this section is read into: re-exported so that a
+// reader of the file's settings need not know which component owns each.
+pub use manifold_gateway::Discovery;
+pub use manifold_gateway::catalog::naming::{NamingMode, PREFIX_SEPARATOR};
 
 /// Manifold's default port: fixed, so clients can be configured once.
 pub const DEFAULT_PORT: u16 = 7391;
 /// Where Manifold listens unless told otherwise: this machine only.
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT);
-/// Longest exposed tool name by default (what most clients accept).
-pub const DEFAULT_NAME_MAX_LEN: usize = 64;
+/// Longest exposed tool name by default (what most clients accept): the gateway's own default.
+pub const DEFAULT_NAME_MAX_LEN: usize = DEFAULT_MAX_NAME_LEN;
 /// The range `name_max_len` accepts (128 is the protocol's limit).
 pub const NAME_MAX_LEN_RANGE: std::ops::RangeInclusive<usize> = 16..=128;
-/// Between a prefix and a tool name.
-pub const PREFIX_SEPARATOR: &str = "__";
 /// Characters of the tool's own name that a prefix must leave room for.
 pub const MIN_TOOL_NAME_ROOM: usize = 8;
-
-/// When exposed tool names carry the server's prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum NamingMode {
-    /// Always `prefix__name`: names never change when a server is added.
-    #[default]
-    Always,
-    /// Never prefixed; colliding names are refused.
-    Never,
-    /// Prefixed only where names collide.
-    Conditional,
-}
-
-/// What `tools/list` shows a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Discovery {
-    /// Every exposed tool.
-    #[default]
-    Full,
-    /// Only the built-in search tools (search, describe, call).
-    Search,
-}
 
 /// The key that seals legacy-era session state into session ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +61,16 @@ impl GatewaySettings {
     /// Whether a request's `Host` header is allowed by a server bound to `listen`.
     pub fn host_allowed(&self, host: &str) -> bool {
         self.allowed_hosts.allows(Some(host), self.listen)
+    }
+
+    /// How the gateway names tools: `naming`, `name_max_len` and `strict_names` together, as
+    /// the gateway takes them.
+    pub fn naming_rules(&self) -> NamingRules {
+        NamingRules {
+            mode: self.naming,
+            max_len: self.name_max_len,
+            strict_charset: self.strict_names,
+        }
     }
 
     /// Whether only this machine can connect.

@@ -18,6 +18,7 @@ pub mod gateway_settings;
 pub mod hosted;
 mod hosted_calls;
 pub mod mrtr;
+pub mod patterns;
 pub mod pins;
 mod pipeline;
 pub mod policy;
@@ -32,6 +33,7 @@ pub mod shared_limits;
 mod state;
 pub mod supervisor;
 pub mod tasks;
+pub mod tool_filter;
 pub mod truncate;
 pub mod upstream;
 
@@ -42,5 +44,7 @@ pub use context::{
 pub use events::{GatewayEvent, event_notification};
 pub use gateway::Gateway;
 pub use gateway_settings::{Discovery, GatewaySettings};
+pub use patterns::{BadPattern, NamePatterns};
 pub use state::Upstreams;
+pub use tool_filter::ToolFilter;
 pub use upstream::{RestartPolicy, Sandbox, Scope, Status, UpstreamDefinition};

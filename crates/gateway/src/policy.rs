@@ -41,8 +41,8 @@ pub(crate) use access::Access;
 pub use access::MAX_TRACKED_TASKS;
 pub(crate) use gates::{NO_COMPLETION_TARGET, resource_target};
 pub use rules::{
-    Approver, AskRule, CallerRules, Decision, Effect, ItemKind, Policy, PolicyError, RuleRef,
-    RuleSpec, Toolset, ToolsetRefusal, ToolsetSpec,
+    ASK_ANNOTATIONS, Approver, AskRule, CallerRules, Decision, Effect, ItemKind, Policy,
+    PolicyError, RuleRef, RuleSpec, Toolset, ToolsetRefusal, ToolsetSpec,
 };
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use crate::patterns::NamePatterns;
 
 /// Most identities tracked at once.
 pub const MAX_IDENTITY_BUCKETS: usize = 10_000;
@@ -92,6 +92,13 @@ pub struct RateLimitSpec {
     pub tools: Vec<ToolLimitSpec>,
 }
 
+impl RateLimitSpec {
+    /// Whether no limit is configured at all.
+    pub fn is_empty(&self) -> bool {
+        self.per_identity.is_none() && self.per_tool.is_none() && self.tools.is_empty()
+    }
+}
+
 /// A pattern that is not a glob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("rate_limits.tools[{index}]: {pattern:?} is not a valid pattern ({reason})")]
@@ -105,7 +112,7 @@ pub struct LimitPatternError {
 #[derive(Debug, Clone, Default)]
 pub struct RateLimits {
     spec: RateLimitSpec,
-    tool_sets: Vec<GlobSet>,
+    tool_sets: Vec<NamePatterns>,
 }
 
 impl RateLimits {
@@ -113,21 +120,20 @@ impl RateLimits {
     pub fn compile(spec: RateLimitSpec) -> Result<RateLimits, LimitPatternError> {
         let mut tool_sets = Vec::with_capacity(spec.tools.len());
         for (index, entry) in spec.tools.iter().enumerate() {
-            let refuse = |pattern: &str, reason: String| LimitPatternError {
-                index,
-                pattern: pattern.to_owned(),
-                reason,
-            };
-            tool_sets.push(compile_globs(&entry.tools).map_err(|(p, r)| refuse(&p, r))?);
+            let compiled =
+                NamePatterns::compile(entry.tools.clone()).map_err(|bad| LimitPatternError {
+                    index,
+                    pattern: bad.pattern,
+                    reason: bad.reason,
+                })?;
+            tool_sets.push(compiled);
         }
         Ok(RateLimits { spec, tool_sets })
     }
 
     /// Whether any limit is configured at all.
     pub fn is_empty(&self) -> bool {
-        self.spec.per_identity.is_none()
-            && self.spec.per_tool.is_none()
-            && self.spec.tools.is_empty()
+        self.spec.is_empty()
     }
 
     pub fn spec(&self) -> &RateLimitSpec {
@@ -145,27 +151,6 @@ impl RateLimits {
             .per_tool
             .map(|l| (l, "rate_limits.per_tool".to_owned()))
     }
-}
-
-/// Compiles glob patterns over names (`*` crosses `/`; case counts). Returns the first bad
-/// pattern and why.
-pub(crate) fn compile_globs(patterns: &[String]) -> Result<GlobSet, (String, String)> {
-    let mut set = GlobSetBuilder::new();
-    for pattern in patterns {
-        if pattern.is_empty() {
-            return Err((
-                pattern.clone(),
-                "an empty pattern matches nothing".to_owned(),
-            ));
-        }
-        let glob = GlobBuilder::new(pattern)
-            .literal_separator(false)
-            .build()
-            .map_err(|e| (pattern.clone(), e.kind().to_string()))?;
-        set.add(glob);
-    }
-    set.build()
-        .map_err(|e| (patterns.join(", "), e.kind().to_string()))
 }
 
 /// Whose bucket a request draws from.

@@ -922,7 +922,7 @@ impl Core {
         name: &str,
     ) -> bool {
         self.upstream(server)
-            .is_some_and(|u| (u.def.idempotent_tools)(original))
+            .is_some_and(|u| u.def.idempotent_tools.is_match(original))
             || catalog.tool_entry(name).is_some_and(|e| {
                 patch::get(&e.raw, &["annotations", "idempotentHint"])
                     .ok()

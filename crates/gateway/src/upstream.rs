@@ -25,6 +25,9 @@ use manifold_wire::{ErrorCode, ErrorObject, Message};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::patterns::NamePatterns;
+use crate::tool_filter::ToolFilter;
+
 /// First wait before reconnecting a failed upstream.
 pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest wait between reconnection attempts.
@@ -46,9 +49,6 @@ pub const LAZY_START_WAIT: Duration = Duration::from_secs(30);
 /// How often a call waiting for an upstream that is starting looks again.
 const START_POLL: Duration = Duration::from_millis(20);
 
-/// Which tools of an upstream are offered.
-pub type ToolFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
-
 /// Everything the core needs to run one upstream.
 #[derive(Clone)]
 pub struct UpstreamDefinition {
@@ -64,12 +64,14 @@ pub struct UpstreamDefinition {
     pub max_timeout: Option<Duration>,
     /// Raw JSON object of the client capabilities this upstream may see.
     pub client_capabilities: String,
+    /// Which of its tools are offered (`tools.allow` / `tools.deny`).
     pub tools_allowed: ToolFilter,
     /// Whether legacy sessions share one connection or each get their own (stdio children).
     pub scope: Scope,
     pub restart: RestartPolicy,
-    /// Tools whose calls may be retried whatever their `idempotentHint` says (configuration).
-    pub idempotent_tools: ToolFilter,
+    /// Tools (by the upstream's own names) whose calls may be retried whatever their
+    /// `idempotentHint` says (configuration); none by default.
+    pub idempotent_tools: NamePatterns,
     /// How many times an idempotent call is tried again after its upstream died, refused the
     /// connection or timed out (`[servers.NAME] retries`).
     pub max_retries: u32,
@@ -78,10 +80,6 @@ pub struct UpstreamDefinition {
     /// For a lazy upstream: stop its connection (its child process) after this long without a
     /// call; the next call starts it again. Ignored for eager upstreams.
     pub idle_shutdown: Option<Duration>,
-    /// A canonical form of what `tools_allowed` and `idempotent_tools` were built from (the
-    /// closures themselves cannot be compared). Whoever replaces the closures sets it, so that
-    /// a reload can tell whether the filters changed.
-    pub tools_key: String,
     /// What is shown of its tools instead of what it says (`catalog/overrides.rs`), by the
     /// upstream's tool name.
     pub tool_overrides: Arc<crate::catalog::overrides::ToolOverrides>,
@@ -133,21 +131,20 @@ impl UpstreamDefinition {
             timeout: Duration::from_secs(60),
             max_timeout: None,
             client_capabilities: "{}".to_owned(),
-            tools_allowed: Arc::new(|_| true),
+            tools_allowed: ToolFilter::allow_all(),
             scope: Scope::Shared,
             restart: RestartPolicy::default(),
-            idempotent_tools: Arc::new(|_| false),
+            idempotent_tools: NamePatterns::none(),
             max_retries: MAX_CALL_RETRIES,
             lazy: false,
             idle_shutdown: None,
-            tools_key: String::new(),
             tool_overrides: Arc::default(),
         }
     }
 
     /// Whether `other` describes the same upstream, run the same way: what decides whether a
-    /// reload leaves a running upstream alone or restarts it. Tool filters compare by
-    /// `tools_key`.
+    /// reload leaves a running upstream alone or restarts it. Tool filters compare by their
+    /// patterns.
     pub fn same_as(&self, other: &UpstreamDefinition) -> bool {
         self.name == other.name
             && self.prefix == other.prefix
@@ -156,7 +153,8 @@ impl UpstreamDefinition {
             && self.timeout == other.timeout
             && self.max_timeout == other.max_timeout
             && self.client_capabilities == other.client_capabilities
-            && self.tools_key == other.tools_key
+            && self.tools_allowed == other.tools_allowed
+            && self.idempotent_tools == other.idempotent_tools
             && self.scope == other.scope
             && self.restart == other.restart
             && self.lazy == other.lazy
@@ -759,7 +757,7 @@ impl Upstream {
                     manifold_wire::patch::get_str(t.get(), &["name"])
                         .ok()
                         .flatten()
-                        .is_some_and(|n| (self.def.tools_allowed)(&n))
+                        .is_some_and(|n| self.def.tools_allowed.allows(&n))
                 })
                 .collect(),
             Ok(items) => items,

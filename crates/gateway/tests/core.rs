@@ -567,7 +567,7 @@ fn fast_restarts(def: &mut UpstreamDefinition) {
 async fn an_idempotent_call_is_retried_when_its_server_dies_and_says_so_in_meta() {
     let mut def = peer_def("dies", &["--behaviour", "exit-mid-call"]);
     fast_restarts(&mut def);
-    def.idempotent_tools = Arc::new(|name| name == "echo");
+    def.idempotent_tools = manifold_gateway::NamePatterns::compile(vec!["echo".into()]).unwrap();
     let g = started(vec![def]).await;
     let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
     let r = call_tool(
@@ -589,7 +589,7 @@ async fn an_idempotent_call_is_retried_when_its_server_dies_and_says_so_in_meta(
 async fn the_retry_count_is_configurable_and_each_retry_is_counted_in_metrics() {
     let mut def = peer_def("dies", &["--behaviour", "exit-mid-call"]);
     fast_restarts(&mut def);
-    def.idempotent_tools = Arc::new(|name| name == "echo");
+    def.idempotent_tools = manifold_gateway::NamePatterns::compile(vec!["echo".into()]).unwrap();
     def.max_retries = 3;
     let g = started(vec![def]).await;
     let c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");

@@ -1,16 +1,17 @@
-//! From a loaded configuration to the gateway core's own types.
+//! From a loaded configuration to a running gateway's settings and upstream definitions.
 //!
-//! The core takes plain definitions and settings, not the configuration file's types, so that it
-//! can be driven by tests and by other front ends; this is the one place that translates.
+//! The configuration already holds the gateway's own types (rules, limits, tool sets, tool
+//! filters, overrides, naming, discovery), so nothing is translated field by field here: this
+//! file adds what only the binary has (the store's tokens, pins, approvals and authored tools,
+//! telemetry) and compiles the access specs (`access.rs`).
 
 pub(crate) mod access;
 
 use std::sync::Arc;
 
-use manifold_config::{Config, ServerKind};
+use manifold_config::Config;
 use manifold_gateway::approval::Approvals;
-use manifold_gateway::catalog::naming::{NamingMode, NamingRules};
-use manifold_gateway::{Discovery, GatewaySettings, Scope, UpstreamDefinition};
+use manifold_gateway::{GatewaySettings, UpstreamDefinition};
 use manifold_store::Store;
 use manifold_upstream::auth::TokenStore;
 use sha2::{Digest, Sha256};
@@ -134,24 +135,13 @@ pub fn gateway_settings(config: &Config, stored: &Stored) -> GatewaySettings {
     let g = &config.gateway;
     let (rules, rate_limits) = access::access_settings(config);
     GatewaySettings {
-        naming: NamingRules {
-            mode: match g.naming {
-                manifold_config::settings::NamingMode::Always => NamingMode::Always,
-                manifold_config::settings::NamingMode::Never => NamingMode::Never,
-                manifold_config::settings::NamingMode::Conditional => NamingMode::Conditional,
-            },
-            max_len: g.name_max_len,
-            strict_charset: g.strict_names,
-        },
+        naming: g.naming_rules(),
         pins: Some(Arc::clone(&stored.pins)),
         approvals: Arc::clone(&stored.approvals),
         hosted: config.authoring.enabled.then(|| {
             Arc::clone(&stored.authored) as Arc<dyn manifold_gateway::hosted::HostedTools>
         }),
-        discovery: match g.discovery {
-            manifold_config::settings::Discovery::Full => Discovery::Full,
-            manifold_config::settings::Discovery::Search => Discovery::Search,
-        },
+        discovery: g.discovery,
         rules,
         rate_limits,
         shared_buckets: stored.shared_buckets.clone(),
@@ -173,40 +163,15 @@ pub fn upstream_definitions(config: &Config, stored: &Stored) -> Vec<UpstreamDef
             def.timeout = s.timeout;
             def.max_timeout = Some(s.max_timeout);
             def.client_capabilities = FORWARDED_CAPABILITIES.to_owned();
-            def.tool_overrides = Arc::new(
-                config
-                    .overrides
-                    .of(&s.name)
-                    .into_iter()
-                    .map(|(tool, o)| {
-                        let o = manifold_gateway::catalog::overrides::ToolOverride {
-                            name: o.name,
-                            title: o.title,
-                            description: o.description,
-                            annotations: o.annotations,
-                        };
-                        (tool, o)
-                    })
-                    .collect(),
-            );
-            let tools = s.tools.clone();
+            def.tool_overrides = Arc::new(config.overrides.of(&s.name));
+            def.tools_allowed = s.tools.clone();
             let retry = config.retries.of(&s.name);
-            // The filters' canonical form, so a reload can tell whether they changed.
-            def.tools_key = format!("{tools:?} {:?}", retry.idempotent_tools);
-            def.tools_allowed = Arc::new(move |name| tools.allows(name));
             def.max_retries = retry.retries;
-            if let Some(idempotent) = retry.idempotent_filter() {
-                def.idempotent_tools = Arc::new(move |name| idempotent.allows(name));
-            }
+            def.idempotent_tools = retry.idempotent_tools;
             def.lazy = s.startup == manifold_config::Startup::Lazy;
             def.idle_shutdown = config.lifecycle.idle_shutdown_of(&s.name);
-            def.scope = match &s.kind {
-                ServerKind::Stdio {
-                    scope: manifold_config::server::Scope::Session,
-                    ..
-                } => Scope::Session,
-                _ => Scope::Shared,
-            };
+            // Only a stdio server has a scope; every other one is shared.
+            def.scope = s.scope().unwrap_or_default();
             def
         })
         .collect()

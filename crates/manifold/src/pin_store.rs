@@ -332,13 +332,7 @@ pub fn pin_policies(
     config
         .servers
         .iter()
-        .map(|s| {
-            let policy = match s.on_change {
-                manifold_config::server::OnChange::Warn => manifold_gateway::pins::OnChange::Warn,
-                manifold_config::server::OnChange::Block => manifold_gateway::pins::OnChange::Block,
-            };
-            (s.name.clone(), policy)
-        })
+        .map(|s| (s.name.clone(), s.on_change))
         .collect()
 }
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 use manifold_config::Config;
-use manifold_config::server::OnChange;
 use manifold_gateway::pins::{PIN_FILE_POLL, PinFile, PinRepository};
 use manifold_store::Store;
 
@@ -81,10 +80,7 @@ fn store_error(e: manifold_gateway::pins::PinError) -> CliError {
 }
 
 fn policy_of(config: &Config, server: &str) -> Option<&'static str> {
-    config.server(server).map(|s| match s.on_change {
-        OnChange::Warn => "warn",
-        OnChange::Block => "block",
-    })
+    config.server(server).map(|s| s.on_change.as_str())
 }
 
 fn short(digest: &str) -> &str {

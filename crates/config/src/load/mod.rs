@@ -11,6 +11,7 @@ mod gateway;
 pub(crate) mod lifecycle;
 pub(crate) mod metaforge;
 pub(crate) mod overrides;
+mod patterns;
 mod reader;
 pub(crate) mod retry_policy;
 mod rules;

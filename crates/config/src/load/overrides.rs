@@ -5,10 +5,12 @@
 //! destructive here).
 //!
 //! Read in a pass of its own after the sections' readers (which accept the key and leave it
-//! alone), like the retry policy, so the overrides travel as one value.
+//! alone), like the retry policy, so the overrides travel as one value, each one the gateway's
+//! own `ToolOverride`.
 
 use std::collections::BTreeMap;
 
+use manifold_gateway::catalog::overrides::{ToolOverride, ToolOverrides};
 use toml::de::{DeTable, DeValue};
 
 use super::reader::{Reader, Show, key_path};
@@ -26,26 +28,16 @@ pub const MAX_OVERRIDE_NAME_LEN: usize = 128;
 /// Longest title or description an override may give.
 pub const MAX_OVERRIDE_TEXT_LEN: usize = 8 * 1024;
 
-/// What is shown of one upstream tool instead of what it says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolOverride {
-    /// The exposed name, exactly (no prefix is added).
-    pub name: Option<String>,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    /// Annotation hints set (others keep the upstream's values).
-    pub annotations: BTreeMap<String, bool>,
-}
-
-/// Every server's overrides: server name, then the upstream's tool name.
+/// Every server's overrides: server name, then the upstream's tool name. Each is the gateway's
+/// own `ToolOverride`, which it applies to the catalog entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
-    pub servers: BTreeMap<String, BTreeMap<String, ToolOverride>>,
+    pub servers: BTreeMap<String, ToolOverrides>,
 }
 
 impl Overrides {
-    /// One server's overrides, by the upstream's tool name.
-    pub fn of(&self, server: &str) -> BTreeMap<String, ToolOverride> {
+    /// One server's overrides, by the upstream's tool name, as its upstream definition takes them.
+    pub fn of(&self, server: &str) -> ToolOverrides {
         self.servers.get(server).cloned().unwrap_or_default()
     }
 }

@@ -8,10 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use manifold_gateway::patterns::NamePatterns;
 use toml::de::{DeTable, DeValue};
 
+use super::patterns::check_patterns;
 use super::reader::{Reader, Show, key_path};
-use crate::tool_filter::ToolFilter;
 
 /// Retries of an idempotent call unless configured.
 pub const DEFAULT_RETRIES: u32 = 2;
@@ -23,26 +24,17 @@ pub const MAX_RETRIES: u32 = 10;
 #[derive(Debug, Clone)]
 pub struct ServerRetry {
     pub retries: u32,
-    /// Patterns of tools retried even without `idempotentHint` (empty: none).
-    pub idempotent_tools: Vec<String>,
+    /// Tools (by the server's own names) retried even without `idempotentHint`, compiled as the
+    /// gateway matches them (empty: none).
+    pub idempotent_tools: NamePatterns,
 }
 
 impl Default for ServerRetry {
     fn default() -> Self {
         ServerRetry {
             retries: DEFAULT_RETRIES,
-            idempotent_tools: Vec::new(),
+            idempotent_tools: NamePatterns::none(),
         }
-    }
-}
-
-impl ServerRetry {
-    /// Whether `tool` (its original name) is configured as idempotent.
-    pub fn idempotent_filter(&self) -> Option<ToolFilter> {
-        if self.idempotent_tools.is_empty() {
-            return None;
-        }
-        ToolFilter::new(self.idempotent_tools.clone(), Vec::new()).ok()
     }
 }
 
@@ -96,24 +88,10 @@ pub(crate) fn read_retry_policy(reader: &mut Reader<'_>, root: &DeTable<'_>) -> 
                 Show::Value,
                 "write e.g. [\"get_*\", \"search\"]",
             ) {
-                let patterns: Vec<String> = texts.iter().map(|t| t.value.clone()).collect();
-                match ToolFilter::new(patterns.clone(), Vec::new()) {
-                    Ok(_) => {
-                        policy.idempotent_tools = patterns;
-                        set = true;
-                    }
-                    Err(errors) => {
-                        for e in errors {
-                            if let Some(text) = texts.get(e.index) {
-                                reader.report_text(
-                                    &text.field,
-                                    text,
-                                    format!("is not a valid pattern ({})", e.reason),
-                                    "patterns use * (any characters), ? (one character), [abc] and {a,b}",
-                                );
-                            }
-                        }
-                    }
+                let fix = "patterns use * (any characters), ? (one character), [abc] and {a,b}";
+                if let Some(patterns) = check_patterns(reader, &field, item, &texts, fix) {
+                    policy.idempotent_tools = patterns;
+                    set = true;
                 }
             }
         }
@@ -142,12 +120,11 @@ mod tests {
         .unwrap();
         let a = c.retries.of("a");
         assert_eq!(a.retries, 5);
-        let filter = a.idempotent_filter().unwrap();
-        assert!(filter.allows("get_user"));
-        assert!(!filter.allows("delete_user"));
+        assert!(a.idempotent_tools.is_match("get_user"));
+        assert!(!a.idempotent_tools.is_match("delete_user"));
         let b = c.retries.of("b");
         assert_eq!(b.retries, super::DEFAULT_RETRIES);
-        assert!(b.idempotent_filter().is_none());
+        assert!(b.idempotent_tools.is_empty());
     }
 
     #[test]

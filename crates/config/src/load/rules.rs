@@ -1,18 +1,18 @@
 //! Reads `[[rules]]` (who may see and call which tools, resources and prompts) and
-//! `[rate_limits]` (how often). Every problem is reported at its place in the file: a server no
-//! section configures, a pattern that is not a glob, a rule without an effect, a rate that is
-//! not "N per period".
+//! `[rate_limits]` (how often) straight into the gateway's own specs (`RuleSpec`,
+//! `RateLimitSpec`), which the gateway compiles as they are. Every problem is reported at its
+//! place in the file: a server no section configures, a pattern that is not a glob, a rule
+//! without an effect, a rate that is not "N per period".
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use globset::GlobBuilder;
+use manifold_gateway::policy::{ASK_ANNOTATIONS, Approver, Effect, RuleSpec};
+use manifold_gateway::rate_limit::{Limit, RateLimitSpec, ToolLimitSpec};
 use toml::de::{DeTable, DeValue};
 
+use super::patterns::read_patterns;
 use super::reader::{Item, Reader, Show, Text, key_path};
-use crate::access::{
-    ASK_ANNOTATIONS, AccessRule, Approver, RateLimit, RateLimits, RuleEffect, ToolRateLimit,
-};
 use crate::did_you_mean::closest;
 use crate::duration::{DurationError, MAX_DURATION, parse_duration};
 use crate::server::ServerConfig;
@@ -66,7 +66,6 @@ const LIMIT_KEYS: &[&str] = &["rate", "burst"];
 /// The largest count a rate or burst may name.
 pub const MAX_RATE_COUNT: u32 = 1_000_000;
 
-const PATTERN_FIX: &str = "patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *";
 const RATE_EXAMPLE: &str = "write e.g. \"60/minute\": a number of requests per second, minute, hour or day, or per a duration such as \"10s\"";
 
 /// Reads `[[rules]]` (absent: no rules, everyone sees everything).
@@ -74,7 +73,7 @@ pub(crate) fn read_rules(
     reader: &mut Reader<'_>,
     section: Option<&Item<'_>>,
     servers: &[ServerConfig],
-) -> Vec<AccessRule> {
+) -> Vec<RuleSpec> {
     let Some(item) = section else {
         return Vec::new();
     };
@@ -105,7 +104,7 @@ fn read_rule(
     item: &Item<'_>,
     servers: &[ServerConfig],
     names: &mut HashMap<String, usize>,
-) -> Option<AccessRule> {
+) -> Option<RuleSpec> {
     let path = format!("rules[{index}]");
     let before = reader.problem_count();
     let table = reader.table(&path, item, "write each rule as a [[rules]] section")?;
@@ -147,9 +146,9 @@ fn read_rule(
             &field("effect"),
             i,
             &[
-                ("allow", RuleEffect::Allow),
-                ("deny", RuleEffect::Deny),
-                ("ask", RuleEffect::Ask),
+                ("allow", Effect::Allow),
+                ("deny", Effect::Deny),
+                ("ask", Effect::Ask),
             ],
         ),
         None => {
@@ -168,7 +167,7 @@ fn read_rule(
         .get("explain")
         .and_then(|i| {
             let explain = reader.boolean(&field("explain"), i)?;
-            if explain && matches!(effect, Some(RuleEffect::Allow | RuleEffect::Ask)) {
+            if explain && matches!(effect, Some(Effect::Allow | Effect::Ask)) {
                 reader.report_value(
                     &field("explain"),
                     i,
@@ -221,7 +220,7 @@ fn read_rule(
     );
     let prompts = patterns("prompts", "write e.g. prompts = [\"admin__*\"]");
 
-    let is_ask = effect == Some(RuleEffect::Ask);
+    let is_ask = effect == Some(Effect::Ask);
     if is_ask {
         for key in ["resources", "prompts"] {
             if let Some(i) = table.get(key) {
@@ -246,7 +245,7 @@ fn read_rule(
     if reader.problem_count() > before {
         return None;
     }
-    Some(AccessRule {
+    Some(RuleSpec {
         index,
         name,
         effect: effect?,
@@ -420,44 +419,13 @@ pub(crate) fn read_servers(
     out
 }
 
-/// Compiles a pattern the way the gateway will; the reason when it cannot.
-fn pattern_problem(pattern: &str) -> Option<String> {
-    if pattern.is_empty() {
-        return Some("an empty pattern matches nothing".to_owned());
-    }
-    GlobBuilder::new(pattern)
-        .literal_separator(false)
-        .build()
-        .err()
-        .map(|e| e.kind().to_string())
-}
-
-pub(crate) fn read_patterns(
-    reader: &mut Reader<'_>,
-    field: &str,
-    item: &Item<'_>,
-    example: &str,
-) -> Vec<String> {
-    let texts = reader
-        .string_list(field, item, Show::Value, example)
-        .unwrap_or_default();
-    let mut out = Vec::with_capacity(texts.len());
-    for text in texts {
-        match pattern_problem(&text.value) {
-            None => out.push(text.value),
-            Some(reason) => {
-                let problem = format!("is not a valid pattern ({reason})");
-                reader.report_text(&text.field.clone(), &text, problem, PATTERN_FIX);
-            }
-        }
-    }
-    out
-}
-
 /// Reads `[rate_limits]` (absent: no limits).
-pub(crate) fn read_rate_limits(reader: &mut Reader<'_>, section: Option<&Item<'_>>) -> RateLimits {
+pub(crate) fn read_rate_limits(
+    reader: &mut Reader<'_>,
+    section: Option<&Item<'_>>,
+) -> RateLimitSpec {
     let Some(item) = section else {
-        return RateLimits::default();
+        return RateLimitSpec::default();
     };
     let empty = DeTable::new();
     let table = reader
@@ -475,7 +443,7 @@ pub(crate) fn read_rate_limits(reader: &mut Reader<'_>, section: Option<&Item<'_
         .get("tools")
         .map(|i| read_tool_limits(reader, &field("tools"), i))
         .unwrap_or_default();
-    RateLimits {
+    RateLimitSpec {
         per_identity,
         per_tool,
         tools,
@@ -483,18 +451,14 @@ pub(crate) fn read_rate_limits(reader: &mut Reader<'_>, section: Option<&Item<'_
 }
 
 /// A limit written as `"N/PERIOD"` or `{ rate = "N/PERIOD", burst = B }`.
-fn read_limit(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Option<RateLimit> {
+fn read_limit(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Option<Limit> {
     if let DeValue::Table(table) = item.get_ref() {
         reader.check_keys(field, table, LIMIT_KEYS, &[]);
         return read_rate_and_burst(reader, field, item, table);
     }
     let text = reader.string(field, item, Show::Value, RATE_EXAMPLE)?;
     let (count, period) = rate(reader, field, &text)?;
-    Some(RateLimit {
-        count,
-        period,
-        burst: count,
-    })
+    Some(Limit::per(count, period))
 }
 
 fn read_rate_and_burst(
@@ -502,7 +466,7 @@ fn read_rate_and_burst(
     field: &str,
     item: &Item<'_>,
     table: &DeTable<'_>,
-) -> Option<RateLimit> {
+) -> Option<Limit> {
     let rate_field = key_path(field, "rate");
     let counted = match table.get("rate") {
         Some(i) => reader
@@ -545,14 +509,14 @@ fn read_rate_and_burst(
         None => None,
     };
     let (count, period) = counted?;
-    Some(RateLimit {
+    Some(Limit {
         count,
         period,
         burst: burst.unwrap_or(count),
     })
 }
 
-fn read_tool_limits(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Vec<ToolRateLimit> {
+fn read_tool_limits(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Vec<ToolLimitSpec> {
     let DeValue::Array(elements) = item.get_ref() else {
         reader.report(
             &item.span(),
@@ -600,7 +564,10 @@ fn read_tool_limits(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Ve
             continue;
         }
         if let Some(limit) = limit {
-            out.push(ToolRateLimit { patterns, limit });
+            out.push(ToolLimitSpec {
+                tools: patterns,
+                limit,
+            });
         }
     }
     out

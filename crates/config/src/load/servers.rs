@@ -12,15 +12,15 @@ use manifold_upstream::{EraChoice, HttpSpec, HttpTransportChoice};
 use toml::de::{DeTable, DeValue};
 use url::Url;
 
+use super::patterns::{PATTERN_FIX, report_bad};
 use super::reader::{Item, Key, MapEntry, Reader, Show, Text, key_path, quote};
 use crate::duration::format_duration;
 use crate::names::{is_valid_name, sanitize_name};
 use crate::server::{
     DEFAULT_MAX_TIMEOUT, DEFAULT_TIMEOUT, Interpolated, OnChange, Scope, ServerConfig, ServerKind,
-    Startup,
+    Startup, ToolFilter,
 };
 use crate::settings::{GatewaySettings, MIN_TOOL_NAME_ROOM, NamingMode, PREFIX_SEPARATOR};
-use crate::tool_filter::ToolFilter;
 
 pub(crate) const SERVER_KEYS: &[&str] = &[
     "command",
@@ -121,8 +121,6 @@ pub(crate) const RESERVED_HEADERS: &[&str] = &[
     "mcp-session-id",
     "transfer-encoding",
 ];
-
-const PATTERN_FIX: &str = "patterns use * (any characters), ? (one character), [abc] and {a,b}; write [*] to match a literal *";
 
 /// A server read without problems, with what the cross-server checks need.
 struct ReadServer {
@@ -472,12 +470,9 @@ fn read_tools(reader: &mut Reader<'_>, field: &str, item: &Item<'_>) -> Option<T
         Ok(filter) => Some(filter),
         Err(errors) => {
             for e in errors {
-                let path = format!("{}[{}]", key_path(field, e.list), e.index);
-                let problem = format!("is not a valid pattern ({})", e.reason);
-                match lists.get(e.list).and_then(|texts| texts.get(e.index)) {
-                    Some(text) => reader.report_text(&text.field, text, problem, PATTERN_FIX),
-                    None => reader.report(&item.span(), &path, None, problem, PATTERN_FIX),
-                }
+                let texts = lists.get(e.list).map(Vec::as_slice).unwrap_or_default();
+                let list = key_path(field, e.list);
+                report_bad(reader, &list, item, texts, &e.bad, PATTERN_FIX);
             }
             None
         }

@@ -2,12 +2,15 @@
 //! clients should see, each served at its own endpoint (`/mcp/NAME`). A set names whole servers
 //! and patterns, as rules do; it can confine identities and groups to itself. Every problem is
 //! reported at its place: an unknown server, a pattern that is not a glob, a set that names
-//! nothing, a name an endpoint path cannot carry.
+//! nothing, a name an endpoint path cannot carry. A set is read straight into the gateway's own
+//! `ToolsetSpec`, which the gateway compiles beside the rules.
 
+use manifold_gateway::policy::ToolsetSpec;
 use toml::de::DeTable;
 
+use super::patterns::read_patterns;
 use super::reader::{Item, Reader, Show, key_path};
-use super::rules::{non_empty, read_patterns, read_servers};
+use super::rules::{non_empty, read_servers};
 use crate::server::ServerConfig;
 
 pub(crate) const TOOLSET_KEYS: &[&str] = &[
@@ -32,20 +35,6 @@ const TOOLSET_HINTS: &[(&str, &str)] = &[
 /// Longest set name (it is a path segment of `/mcp/NAME`).
 pub const MAX_TOOLSET_NAME: usize = 64;
 
-/// One `[toolsets.NAME]`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ToolsetConfig {
-    pub name: String,
-    pub servers: Vec<String>,
-    pub tools: Vec<String>,
-    pub resources: Vec<String>,
-    pub prompts: Vec<String>,
-    /// `discovery = "search"`: only the meta-tools are listed.
-    pub search_only: bool,
-    pub identities: Vec<String>,
-    pub groups: Vec<String>,
-}
-
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOLSET_NAME
@@ -59,7 +48,7 @@ pub(crate) fn read_toolsets(
     reader: &mut Reader<'_>,
     section: Option<&Item<'_>>,
     servers: &[ServerConfig],
-) -> Vec<ToolsetConfig> {
+) -> Vec<ToolsetSpec> {
     let Some(section) = section else {
         return Vec::new();
     };
@@ -103,7 +92,7 @@ fn read_toolset(
     item: &Item<'_>,
     table: &DeTable<'_>,
     servers: &[ServerConfig],
-) -> Option<ToolsetConfig> {
+) -> Option<ToolsetSpec> {
     let before = reader.problem_count();
     let field = |k: &str| key_path(path, k);
     let set_servers = table
@@ -155,7 +144,7 @@ fn read_toolset(
         );
         return None;
     }
-    Some(ToolsetConfig {
+    Some(ToolsetSpec {
         name: name.to_owned(),
         servers: set_servers,
         tools,

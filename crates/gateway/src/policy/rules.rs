@@ -4,15 +4,13 @@
 
 use std::sync::Arc;
 
-use globset::GlobSet;
-
 use manifold_wire::patch;
 
 use crate::builtin::{AUTHORING_CHANGES, CORE};
 use crate::catalog::build::Entry;
 use crate::catalog::uri_normal;
 use crate::context::Caller;
-use crate::rate_limit::compile_globs;
+use crate::patterns::NamePatterns;
 
 /// What a rule does to what it covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +40,15 @@ impl Approver {
         }
     }
 }
+
+/// The tool annotations an ask rule may name (`annotations`): a rule covers a tool only when one
+/// of those it names is `true` in the tool's definition.
+pub const ASK_ANNOTATIONS: &[&str] = &[
+    "destructiveHint",
+    "openWorldHint",
+    "readOnlyHint",
+    "idempotentHint",
+];
 
 /// One rule as configured, before its patterns are compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,9 +138,9 @@ impl ItemKind {
 #[derive(Debug, Clone)]
 pub(super) struct Rule {
     spec: RuleSpec,
-    tools: Option<GlobSet>,
-    resources: Option<GlobSet>,
-    prompts: Option<GlobSet>,
+    tools: NamePatterns,
+    resources: NamePatterns,
+    prompts: NamePatterns,
 }
 
 impl Rule {
@@ -158,7 +165,7 @@ impl Rule {
     }
 
     fn names_kinds(&self) -> bool {
-        self.tools.is_some() || self.resources.is_some() || self.prompts.is_some()
+        !self.tools.is_empty() || !self.resources.is_empty() || !self.prompts.is_empty()
     }
 
     fn covers_server(&self, server: Option<&str>) -> bool {
@@ -196,7 +203,7 @@ impl Rule {
             ItemKind::Prompt => &self.prompts,
             ItemKind::Resource => &self.resources,
         };
-        set.as_ref().is_some_and(|set| set.is_match(name))
+        set.is_match(name)
     }
 }
 
@@ -223,9 +230,9 @@ pub struct ToolsetSpec {
 #[derive(Debug, Clone)]
 pub struct Toolset {
     spec: ToolsetSpec,
-    tools: Option<GlobSet>,
-    resources: Option<GlobSet>,
-    prompts: Option<GlobSet>,
+    tools: NamePatterns,
+    resources: NamePatterns,
+    prompts: NamePatterns,
 }
 
 impl Toolset {
@@ -248,7 +255,7 @@ impl Toolset {
             ItemKind::Prompt => &self.prompts,
             ItemKind::Resource => &self.resources,
         };
-        set.as_ref().is_some_and(|set| set.is_match(name))
+        set.is_match(name)
     }
 
     /// Whether a caller is confined to this set.
@@ -278,9 +285,9 @@ pub enum ToolsetRefusal {
     },
 }
 
-/// The compiled glob sets of a rule's or a set's tools, resources and prompts (`None`: the
-/// list is empty), errors naming `label` and the list.
-type CompiledLists = (Option<GlobSet>, Option<GlobSet>, Option<GlobSet>);
+/// The compiled patterns of a rule's or a set's tools, resources and prompts (an empty list
+/// matches nothing), errors naming `label` and the list.
+type CompiledLists = (NamePatterns, NamePatterns, NamePatterns);
 
 fn compile_lists(
     label: &str,
@@ -289,17 +296,12 @@ fn compile_lists(
     prompts: &[String],
 ) -> Result<CompiledLists, PolicyError> {
     let compile = |list: &'static str, patterns: &[String]| {
-        if patterns.is_empty() {
-            return Ok(None);
-        }
-        compile_globs(patterns)
-            .map(Some)
-            .map_err(|(pattern, reason)| PolicyError {
-                rule: label.to_owned(),
-                list,
-                pattern,
-                reason,
-            })
+        NamePatterns::compile(patterns.to_vec()).map_err(|bad| PolicyError {
+            rule: label.to_owned(),
+            list,
+            pattern: bad.pattern,
+            reason: bad.reason,
+        })
     };
     Ok((
         compile("tools", tools)?,
@@ -400,9 +402,9 @@ impl Policy {
         Policy {
             rules: vec![Rule {
                 spec: RuleSpec::new(0, Effect::Deny),
-                tools: None,
-                resources: None,
-                prompts: None,
+                tools: NamePatterns::none(),
+                resources: NamePatterns::none(),
+                prompts: NamePatterns::none(),
             }],
             toolsets: Vec::new(),
         }
@@ -602,9 +604,9 @@ impl CallerRules<'_> {
             None => true,
             Some(Ok(set)) => {
                 set.spec.servers.iter().any(|s| s == server)
-                    || set.tools.is_some()
-                    || set.resources.is_some()
-                    || set.prompts.is_some()
+                    || !set.tools.is_empty()
+                    || !set.resources.is_empty()
+                    || !set.prompts.is_empty()
             }
             Some(Err(())) => false,
         };

@@ -43,7 +43,7 @@ annotations = ["destructiveHint", "openWorldHint"]
 "#,
     )
     .unwrap();
-    assert_eq!(c.rules[0].effect, RuleEffect::Ask);
+    assert_eq!(c.rules[0].effect, Effect::Ask);
     assert_eq!(
         c.rules[0].approvers,
         [
@@ -110,7 +110,7 @@ prompts = ["time__*"]
     let first = &c.rules[0];
     assert_eq!(first.index, 0);
     assert_eq!(first.name.as_deref(), Some("admins-push"));
-    assert_eq!(first.effect, RuleEffect::Allow);
+    assert_eq!(first.effect, Effect::Allow);
     assert!(!first.explain && !first.anonymous);
     assert_eq!(first.groups, ["admins"]);
     assert_eq!(first.servers, ["git"]);
@@ -118,7 +118,7 @@ prompts = ["time__*"]
     let second = &c.rules[1];
     assert_eq!(second.index, 1);
     assert_eq!(second.name, None);
-    assert_eq!(second.effect, RuleEffect::Deny);
+    assert_eq!(second.effect, Effect::Deny);
     assert!(second.explain && second.anonymous);
     assert_eq!(second.identities, ["*"]);
     assert_eq!(second.scopes, ["read-only"]);
@@ -132,7 +132,7 @@ prompts = ["time__*"]
 fn no_rules_and_no_limits_by_default() {
     let c = load("").unwrap();
     assert!(c.rules.is_empty());
-    assert_eq!(c.rate_limits, RateLimits::default());
+    assert_eq!(c.rate_limits, RateLimitSpec::default());
 }
 
 #[test]
@@ -215,7 +215,7 @@ burst = 1
     let r = &c.rate_limits;
     assert_eq!(
         r.per_identity,
-        Some(RateLimit {
+        Some(Limit {
             count: 600,
             period: Duration::from_secs(60),
             burst: 600
@@ -223,20 +223,20 @@ burst = 1
     );
     assert_eq!(
         r.per_tool,
-        Some(RateLimit {
+        Some(Limit {
             count: 10,
             period: Duration::from_secs(1),
             burst: 3
         })
     );
     assert_eq!(r.tools.len(), 2);
-    assert_eq!(r.tools[0].patterns, ["git__push*"]);
+    assert_eq!(r.tools[0].tools, ["git__push*"]);
     assert_eq!(r.tools[0].limit.period, Duration::from_secs(3600));
     assert_eq!(r.tools[0].limit.burst, 5);
-    assert_eq!(r.tools[1].patterns, ["time__*", "git__log"]);
+    assert_eq!(r.tools[1].tools, ["time__*", "git__log"]);
     assert_eq!(
         r.tools[1].limit,
-        RateLimit {
+        Limit {
             count: 100,
             period: Duration::from_secs(10),
             burst: 1
