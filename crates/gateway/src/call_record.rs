@@ -129,12 +129,8 @@ fn outcome_of(
     };
     match response.kind() {
         Kind::Result => {
-            let result = response.result_raw().unwrap_or("{}");
             let is = |path: &[&str], value: &str| {
-                patch::get(result, path)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|v| v.trim() == value)
+                response.result_at(path).is_some_and(|v| v.trim() == value)
             };
             let outcome = if let Some(why) = upstream_failure {
                 ending.error = Some(why);
@@ -151,7 +147,7 @@ fn outcome_of(
         _ => {
             ending.error_code = response
                 .error_raw()
-                .and_then(|e| patch::get(e, &["code"]).ok().flatten())
+                .and_then(|e| patch::decoded::get(e, &["code"]).ok().flatten())
                 .and_then(|c| c.trim().parse().ok());
             (CallOutcome::Error, ending)
         }

@@ -7,21 +7,21 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use manifold_wire::elements::array_elements;
-use manifold_wire::patch::{self, PatchError};
+use manifold_wire::patch::PatchError;
+use manifold_wire::patch::decoded::{self, array_elements};
 
 use crate::policy::{CallerRules, ItemKind};
 
 /// The exposed URI an element of `content` or `contents` names, if it names one.
 fn named_uri(element: &str) -> Result<Option<String>, PatchError> {
-    let path: &[&str] = match patch::get_str(element, &["type"])?.as_deref() {
+    let path: &[&str] = match decoded::get_str(element, &["type"])?.as_deref() {
         Some("resource_link") => &["uri"],
         Some("resource") => &["resource", "uri"],
         // A `resources/read` entry has no type, only its URI.
         None => &["uri"],
         Some(_) => return Ok(None),
     };
-    patch::get_str(element, path)
+    decoded::get_str(element, path)
 }
 
 /// `json` without the elements of the array at `path` that name a resource `view` does not let
@@ -49,7 +49,7 @@ pub(crate) fn without_elements<'a>(
     path: &[&str],
     mut drop: impl FnMut(&str) -> Result<bool, PatchError>,
 ) -> Result<Cow<'a, str>, PatchError> {
-    let Some(array) = patch::locate(json, path)? else {
+    let Some(array) = decoded::locate(json, path)? else {
         return Ok(Cow::Borrowed(json));
     };
     let inner = json.get(array.clone()).unwrap_or_default();
@@ -94,7 +94,7 @@ mod tests {
     fn only_the_dropped_elements_and_their_commas_go() {
         let j = r#"{"content":[{"n":1},{"n":2.50},{"n":3}],"isError":false}"#;
         let drop_n =
-            |n: &'static str| move |el: &str| Ok(patch::get(el, &["n"])?.is_some_and(|v| v == n));
+            |n: &'static str| move |el: &str| Ok(decoded::get(el, &["n"])?.is_some_and(|v| v == n));
         assert_eq!(
             without_elements(j, &["content"], drop_n("2.50")).unwrap(),
             r#"{"content":[{"n":1},{"n":3}],"isError":false}"#

@@ -12,9 +12,8 @@ use std::sync::Arc;
 
 use manifold_telemetry::labels::AUTHORED_UPSTREAM;
 use manifold_upstream::{CallEvent, UpstreamError};
-use manifold_wire::elements::rewrite_elements;
 use manifold_wire::id::json_string;
-use manifold_wire::patch::{self, Part};
+use manifold_wire::patch::{self, Part, decoded};
 use manifold_wire::{Era, ErrorCode, ErrorObject, Id, Kind, Message};
 use serde_json::Value;
 
@@ -171,7 +170,7 @@ impl Core {
                 .map(|e| e.raw.as_str())
                 .collect(),
         };
-        let start = match patch::get_str(params, &["cursor"]).ok().flatten() {
+        let start = match decoded::get_str(params, &["cursor"]).ok().flatten() {
             None => 0,
             Some(c) => c
                 .strip_prefix(CURSOR_PREFIX)
@@ -305,11 +304,11 @@ impl Core {
             Ok(response) => {
                 let namespaced = self.settings().naming.mode != NamingMode::Never;
                 let fixed = response.result_raw().map(|r| {
-                    rewrite_elements(r, &["contents"], |el| {
-                        let Some(u) = patch::get_str(el, &["uri"])? else {
+                    decoded::rewrite_elements(r, &["contents"], |el| {
+                        let Some(u) = decoded::get_str(el, &["uri"])? else {
                             return Ok(None);
                         };
-                        Ok(Some(patch::set(
+                        Ok(Some(decoded::set(
                             el,
                             &["uri"],
                             &json_string(&catalog.expose_uri(&server, &u, namespaced)),
@@ -439,7 +438,7 @@ impl Core {
     async fn set_level(&self, params: &str) -> String {
         for u in self.upstreams() {
             let offers_logging = u.peer_info().is_some_and(|i| {
-                patch::get(&i.capabilities, &["logging"])
+                decoded::get(&i.capabilities, &["logging"])
                     .ok()
                     .flatten()
                     .is_some()
@@ -579,7 +578,7 @@ impl Core {
                 server: server.to_owned(),
                 detail: format!("could not forward: {e}"),
             };
-            params = patch::set(
+            params = decoded::set(
                 &params,
                 &["_meta", manifold_wire::meta::CLIENT_CAPABILITIES],
                 &caps,
@@ -750,14 +749,14 @@ impl Core {
                 serde_json::from_str(&answer).unwrap_or(Value::Null),
             );
         }
-        let mut retry = patch::set(
+        let mut retry = decoded::set(
             params,
             &["inputResponses"],
             &Value::Object(answers).to_string(),
         )
         .map_err(|e| protocol(format!("could not build the retry: {e}")))?;
-        if let Some(state) = patch::get(raw, &["requestState"]).ok().flatten() {
-            retry = patch::set(&retry, &["requestState"], state)
+        if let Some(state) = decoded::get(raw, &["requestState"]).ok().flatten() {
+            retry = decoded::set(&retry, &["requestState"], state)
                 .map_err(|e| protocol(format!("could not build the retry: {e}")))?;
         }
         Ok(Some(retry))
@@ -924,7 +923,7 @@ impl Core {
         self.upstream(server)
             .is_some_and(|u| u.def.idempotent_tools.is_match(original))
             || catalog.tool_entry(name).is_some_and(|e| {
-                patch::get(&e.raw, &["annotations", "idempotentHint"])
+                decoded::get(&e.raw, &["annotations", "idempotentHint"])
                     .ok()
                     .flatten()
                     .is_some_and(|v| v.trim() == "true")
@@ -947,7 +946,7 @@ impl Core {
             if retries == 0 {
                 return raw;
             }
-            patch::set(&raw, &["_meta", RETRIES_META], &retries.to_string()).unwrap_or(raw)
+            decoded::set(&raw, &["_meta", RETRIES_META], &retries.to_string()).unwrap_or(raw)
         };
         let response = match outcome {
             Ok(response) => response,
@@ -965,7 +964,7 @@ impl Core {
         let policy = self.policy();
         let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
         let fixed = response.result_raw().map(|r| {
-            let linked = rewrite_elements(r, &["content"], |el| {
+            let linked = decoded::rewrite_elements(r, &["content"], |el| {
                 link_uri_back(catalog, server, el, namespaced)
             })
             .unwrap_or_else(|_| r.to_owned());
@@ -989,7 +988,7 @@ impl Core {
 /// A result with the approval a person gave in its `_meta`.
 fn with_approval(raw: String, approval: Option<&crate::approval::Granted>) -> String {
     match approval {
-        Some(a) => patch::set(
+        Some(a) => decoded::set(
             &raw,
             &["_meta", crate::approval::APPROVAL_META],
             &a.meta_json(),
@@ -1035,12 +1034,12 @@ fn reply(
 /// a legacy upstream gave none: private, since what a server returns may depend on who asks.
 fn with_cache_hints(ctx: &RequestContext, raw: String) -> String {
     if ctx.client.revision.era() != Era::Modern
-        || patch::get(&raw, &["ttlMs"]).ok().flatten().is_some()
+        || decoded::get(&raw, &["ttlMs"]).ok().flatten().is_some()
     {
         return raw;
     }
-    let with_ttl = patch::set(&raw, &["ttlMs"], &LIST_TTL_MS.to_string()).unwrap_or(raw);
-    patch::set(&with_ttl, &["cacheScope"], "\"private\"").unwrap_or(with_ttl)
+    let with_ttl = decoded::set(&raw, &["ttlMs"], &LIST_TTL_MS.to_string()).unwrap_or(raw);
+    decoded::set(&with_ttl, &["cacheScope"], "\"private\"").unwrap_or(with_ttl)
 }
 
 /// For modern clients: `resultType` when the upstream (a legacy server) gave none, and Manifold's
@@ -1050,11 +1049,11 @@ fn finish(ctx: &RequestContext, raw: String) -> String {
         return raw;
     }
     let mut raw = raw;
-    if patch::get(&raw, &["resultType"]).ok().flatten().is_none() {
-        raw = patch::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw);
+    if decoded::get(&raw, &["resultType"]).ok().flatten().is_none() {
+        raw = decoded::set(&raw, &["resultType"], "\"complete\"").unwrap_or(raw);
     }
     let info = crate::state::server_info_json();
-    patch::set(&raw, &["_meta", manifold_wire::meta::SERVER_INFO], &info).unwrap_or(raw)
+    decoded::set(&raw, &["_meta", manifold_wire::meta::SERVER_INFO], &info).unwrap_or(raw)
 }
 
 /// The request with the upstream's own name in `params.name`, or the error response saying why not.
@@ -1092,15 +1091,15 @@ fn link_uri_back(
     el: &str,
     namespaced: bool,
 ) -> Result<Option<String>, patch::PatchError> {
-    let path: &[&str] = match patch::get_str(el, &["type"])?.as_deref() {
+    let path: &[&str] = match decoded::get_str(el, &["type"])?.as_deref() {
         Some("resource_link") => &["uri"],
         Some("resource") => &["resource", "uri"],
         _ => return Ok(None),
     };
-    let Some(uri) = patch::get_str(el, path)? else {
+    let Some(uri) = decoded::get_str(el, path)? else {
         return Ok(None);
     };
-    Ok(Some(patch::set(
+    Ok(Some(decoded::set(
         el,
         path,
         &json_string(&catalog.expose_uri(server, &uri, namespaced)),

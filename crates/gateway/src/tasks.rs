@@ -34,8 +34,8 @@ pub fn split(exposed: &str) -> Option<(&str, &str)> {
 pub fn expose_in_result(raw: &str, server: &str) -> String {
     let mut out = raw.to_owned();
     for path in [&["taskId"][..], &["task", "taskId"][..]] {
-        if let Ok(Some(id)) = patch::get_str(&out, path)
-            && let Ok(patched) = patch::set(&out, path, &json_string(&expose(server, &id)))
+        if let Ok(Some(id)) = patch::decoded::get_str(&out, path)
+            && let Ok(patched) = patch::decoded::set(&out, path, &json_string(&expose(server, &id)))
         {
             out = patched;
         }

@@ -39,7 +39,7 @@ pub fn supported_revisions() -> Vec<Revision> {
 }
 
 fn meta_member<'a>(params: &'a str, key: &str) -> Option<&'a str> {
-    patch::get(params, &["_meta", key]).ok().flatten()
+    patch::decoded::get(params, &["_meta", key]).ok().flatten()
 }
 
 /// The revision a request's `_meta` names, if it names one (a modern request).

@@ -338,12 +338,7 @@ fn retry_revision(response: &Message) -> Option<Revision> {
 /// Whether a message is a modern-era result asking for more input (MRTR).
 pub fn is_input_required(message: &Message) -> bool {
     message
-        .result_raw()
-        .and_then(|r| {
-            manifold_wire::patch::get_str(r, &["resultType"])
-                .ok()
-                .flatten()
-        })
+        .result_str(&["resultType"])
         .is_some_and(|t| t == "input_required")
 }
 

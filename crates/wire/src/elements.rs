@@ -9,10 +9,21 @@ use std::ops::Range;
 use serde_json::value::RawValue;
 
 use crate::depth::{MAX_JSON_DEPTH, max_depth};
-use crate::patch::{PatchError, locate};
+use crate::patch::{PatchError, Source, locate_in};
 
 /// The byte spans of the elements of the JSON array `json`.
 pub fn array_elements(json: &str) -> Result<Vec<Range<usize>>, PatchError> {
+    array_elements_in(json, Source::Unchecked)
+}
+
+pub(crate) fn array_elements_in(
+    json: &str,
+    source: Source,
+) -> Result<Vec<Range<usize>>, PatchError> {
+    if source == Source::Decoded {
+        return crate::shallow::element_spans(json)
+            .map_err(|e| PatchError::Malformed(e.to_string()));
+    }
     if max_depth(json.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
         return Err(PatchError::Malformed(format!(
             "nesting deeper than {MAX_JSON_DEPTH}"
@@ -35,14 +46,23 @@ pub fn array_elements(json: &str) -> Result<Vec<Range<usize>>, PatchError> {
 pub fn rewrite_elements(
     json: &str,
     path: &[&str],
+    rewrite: impl FnMut(&str) -> Result<Option<String>, PatchError>,
+) -> Result<String, PatchError> {
+    rewrite_elements_in(json, path, Source::Unchecked, rewrite)
+}
+
+pub(crate) fn rewrite_elements_in(
+    json: &str,
+    path: &[&str],
+    source: Source,
     mut rewrite: impl FnMut(&str) -> Result<Option<String>, PatchError>,
 ) -> Result<String, PatchError> {
-    let Some(array) = locate(json, path)? else {
+    let Some(array) = locate_in(json, path, source)? else {
         return Ok(json.to_owned());
     };
     let inner = json.get(array.clone()).unwrap_or_default();
     let mut edits = Vec::new();
-    for span in array_elements(inner)? {
+    for span in array_elements_in(inner, source)? {
         let text = inner.get(span.clone()).unwrap_or_default();
         if let Some(new) = rewrite(text)? {
             edits.push(((array.start + span.start)..(array.start + span.end), new));

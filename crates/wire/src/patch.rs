@@ -15,6 +15,9 @@ use serde_json::value::RawValue;
 use crate::depth::{MAX_JSON_DEPTH, max_depth};
 use crate::envelope::{Fault, Message};
 use crate::id::json_string;
+use crate::shallow::ScanError;
+
+pub mod decoded;
 
 /// Why a patch could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,7 +146,36 @@ fn offset_of(base: &str, part: &str) -> usize {
     (part.as_ptr() as usize).saturating_sub(base.as_ptr() as usize)
 }
 
+/// Where the text being read or patched comes from, which decides how much a lookup checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Anything: every value on the way is parsed and the depth is bounded first.
+    Unchecked,
+    /// A part of a decoded message (or text built from one by these functions): the decoder has
+    /// checked it, so a lookup walks the object's own level only (`shallow.rs`).
+    Decoded,
+}
+
 /// The span of the value of `key` directly inside the object `json`, if present.
+fn find_member_in(
+    json: &str,
+    key: &str,
+    source: Source,
+) -> Result<Option<Range<usize>>, PatchError> {
+    match source {
+        Source::Unchecked => find_member(json, key),
+        Source::Decoded => crate::shallow::member_span(json, key).map_err(|e| match e {
+            ScanError::NotAnObject => {
+                PatchError::NotAnObject(json.chars().take(32).collect(), key.to_owned())
+            }
+            ScanError::DuplicateKey(k) => PatchError::DuplicateKey(k),
+            ScanError::Malformed(_) | ScanError::NotAnArray => PatchError::Malformed(e.to_string()),
+        }),
+    }
+}
+
+/// The span of the value of `key` directly inside the object `json`, if present (every value
+/// parsed on the way).
 fn find_member(json: &str, key: &str) -> Result<Option<Range<usize>>, PatchError> {
     if !is_object(json) {
         return Err(PatchError::NotAnObject(
@@ -163,7 +195,15 @@ fn find_member(json: &str, key: &str) -> Result<Option<Range<usize>>, PatchError
 
 /// The span of the value at `path` inside `json`, if every key on the way exists.
 pub fn locate(json: &str, path: &[&str]) -> Result<Option<Range<usize>>, PatchError> {
-    if max_depth(json.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
+    locate_in(json, path, Source::Unchecked)
+}
+
+pub(crate) fn locate_in(
+    json: &str,
+    path: &[&str],
+    source: Source,
+) -> Result<Option<Range<usize>>, PatchError> {
+    if source == Source::Unchecked && max_depth(json.as_bytes(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH {
         return Err(PatchError::Malformed(format!(
             "nesting deeper than {MAX_JSON_DEPTH}"
         )));
@@ -171,7 +211,7 @@ pub fn locate(json: &str, path: &[&str]) -> Result<Option<Range<usize>>, PatchEr
     let mut span = 0..json.len();
     for key in path {
         let inner = json.get(span.clone()).unwrap_or_default();
-        match find_member(inner, key)? {
+        match find_member_in(inner, key, source)? {
             Some(r) => span = (span.start + r.start)..(span.start + r.end),
             None => return Ok(None),
         }
@@ -245,10 +285,19 @@ pub fn set_missing(
     path: &[&str],
     members: &[(&str, &str)],
 ) -> Result<Option<String>, PatchError> {
+    set_missing_in(json, path, members, Source::Unchecked)
+}
+
+pub(crate) fn set_missing_in(
+    json: &str,
+    path: &[&str],
+    members: &[(&str, &str)],
+    source: Source,
+) -> Result<Option<String>, PatchError> {
     for (_, value) in members {
         check_replacement(value)?;
     }
-    let obj = match walk_or_insert(json, path, || {
+    let obj = match walk_or_insert(json, path, source, || {
         format!("{{{}}}", members_text(members.iter()))
     })? {
         Walk::Found(obj) => obj,
@@ -262,10 +311,13 @@ pub fn set_missing(
         ));
     }
     let keys: Vec<&str> = members.iter().map(|(k, _)| *k).collect();
-    let mut de = serde_json::Deserializer::from_str(inner);
-    let present = de
-        .deserialize_map(PresentKeys(&keys))
-        .map_err(|e| PatchError::Malformed(e.to_string()))?;
+    let present = match source {
+        Source::Unchecked => serde_json::Deserializer::from_str(inner)
+            .deserialize_map(PresentKeys(&keys))
+            .map_err(|e| PatchError::Malformed(e.to_string()))?,
+        Source::Decoded => crate::shallow::members_present(inner, &keys)
+            .map_err(|e| PatchError::Malformed(e.to_string()))?,
+    };
     let missing = members_text(
         members
             .iter()
@@ -299,12 +351,13 @@ enum Walk {
 fn walk_or_insert(
     json: &str,
     path: &[&str],
+    source: Source,
     innermost: impl FnOnce() -> String,
 ) -> Result<Walk, PatchError> {
     let mut obj = 0..json.len();
     for (depth, key) in path.iter().enumerate() {
         let inner = json.get(obj.clone()).unwrap_or_default();
-        match find_member(inner, key)? {
+        match find_member_in(inner, key, source)? {
             Some(r) => obj = (obj.start + r.start)..(obj.start + r.end),
             None => {
                 let rest = path.get(depth + 1..).unwrap_or_default();
@@ -328,16 +381,27 @@ fn splice(json: &str, at: Range<usize>, with: &str) -> String {
 ///
 /// Existing members are replaced in place; a missing member is inserted first in its object.
 pub fn set(json: &str, path: &[&str], value: &str) -> Result<String, PatchError> {
+    set_in(json, path, value, Source::Unchecked)
+}
+
+pub(crate) fn set_in(
+    json: &str,
+    path: &[&str],
+    value: &str,
+    source: Source,
+) -> Result<String, PatchError> {
     check_replacement(value)?;
     let Some((last, parents)) = path.split_last() else {
         return Ok(value.to_owned());
     };
-    let obj = match walk_or_insert(json, parents, || nested_in(&[*last], value.to_owned()))? {
+    let obj = match walk_or_insert(json, parents, source, || {
+        nested_in(&[*last], value.to_owned())
+    })? {
         Walk::Found(obj) => obj,
         Walk::Inserted(out) => return Ok(out),
     };
     let inner = json.get(obj.clone()).unwrap_or_default();
-    match find_member(inner, last)? {
+    match find_member_in(inner, last, source)? {
         Some(r) => Ok(splice(
             json,
             (obj.start + r.start)..(obj.start + r.end),
@@ -392,7 +456,7 @@ impl Message {
         self.patch_member(
             part,
             path,
-            |inner| set(inner, path, value).map(Some),
+            |inner| set_in(inner, path, value, Source::Decoded).map(Some),
             || {
                 check_replacement(value)?;
                 Ok(value.to_owned())
@@ -411,7 +475,7 @@ impl Message {
         self.patch_member(
             part,
             path,
-            |inner| set_missing(inner, path, members),
+            |inner| set_missing_in(inner, path, members, Source::Decoded),
             || {
                 for (_, value) in members {
                     check_replacement(value)?;
@@ -456,12 +520,26 @@ impl Message {
 
     /// Reads a string inside the params (e.g. `["name"]`, `["uri"]`).
     pub fn params_str(&self, path: &[&str]) -> Option<String> {
-        self.params().and_then(|p| get_str(p, path).ok().flatten())
+        self.params()
+            .and_then(|p| decoded::get_str(p, path).ok().flatten())
     }
 
     /// Reads a raw value inside the params (e.g. `["_meta", "progressToken"]`).
     pub fn params_raw(&self, path: &[&str]) -> Option<&str> {
-        self.params().and_then(|p| get(p, path).ok().flatten())
+        self.params()
+            .and_then(|p| decoded::get(p, path).ok().flatten())
+    }
+
+    /// Reads a raw value inside the result (e.g. `["isError"]`).
+    pub fn result_at(&self, path: &[&str]) -> Option<&str> {
+        self.result_raw()
+            .and_then(|r| decoded::get(r, path).ok().flatten())
+    }
+
+    /// Reads a string inside the result (e.g. `["resultType"]`).
+    pub fn result_str(&self, path: &[&str]) -> Option<String> {
+        self.result_raw()
+            .and_then(|r| decoded::get_str(r, path).ok().flatten())
     }
 
     /// Renames the tool (or prompt) a `tools/call` (`prompts/get`) names.

@@ -1,47 +1,73 @@
-//! Reading one top-level member of a JSON object without parsing what it holds.
+//! Reading the members of a JSON object without parsing what they hold.
 //!
-//! A message nested too deep to decode still deserves an error that carries its id, so the caller
-//! waiting on that id is answered at once instead of timing out. This scan walks only the top
-//! level, skipping nested values by counting brackets (outside strings), with no recursion.
+//! Two readers need this. A message nested too deep to decode still deserves an error that
+//! carries its id, so the caller waiting on that id is answered at once instead of timing out
+//! ([`top_level_member`]). And a forwarded call reads about twenty members of text its decoder
+//! has already checked (the tool's name, `isError`, `resultType`, task ids, `_meta`): parsing
+//! every value on the way again for each of them was a fifth of the gateway's instructions per
+//! call, so lookups in decoded text walk only the object's own level ([`member_span`]).
+//!
+//! The walk skips nested values by counting brackets outside strings, with no recursion, and
+//! crosses strings with `memchr`. It does not validate what it skips: on text that is not JSON it
+//! stays total (no panic, no read out of bounds) but may misread, which is why only text a decoder
+//! accepted is given to it for decisions.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// Why a walk over an object's members stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScanError {
+    #[error("expected an object")]
+    NotAnObject,
+    #[error("expected an array")]
+    NotAnArray,
+    #[error("the object is cut short or malformed at byte {0}")]
+    Malformed(usize),
+    #[error("the key \"{0}\" appears twice")]
+    DuplicateKey(String),
+}
 
 /// Index just past the string starting at `start` (which must be a `"`).
 fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while let Some(&b) = bytes.get(i) {
-        match b {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
+    let mut at = start + 1;
+    loop {
+        let stop = at + memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+        if bytes.get(stop) == Some(&b'"') {
+            return Some(stop + 1);
         }
+        // A backslash: whatever it escapes (a quote included) is part of the string.
+        at = stop + 2;
     }
-    None
 }
 
 /// Index just past the value starting at `start`.
 fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
     match bytes.get(start)? {
         b'"' => string_end(bytes, start),
-        b'{' | b'[' => {
+        &open @ (b'{' | b'[') => {
+            // Outside strings, valid JSON balances each kind of bracket on its own, so only
+            // this value's kind is counted, and the next quote or bracket is found with `memchr3`.
+            let close = if open == b'{' { b'}' } else { b']' };
             let mut depth = 0usize;
             let mut i = start;
-            while let Some(&b) = bytes.get(i) {
-                match b {
+            loop {
+                i += memchr::memchr3(b'"', open, close, bytes.get(i..)?)?;
+                match bytes.get(i)? {
                     b'"' => {
                         i = string_end(bytes, i)?;
                         continue;
                     }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
+                    &b if b == open => depth += 1,
+                    _ => {
                         depth = depth.checked_sub(1)?;
                         if depth == 0 {
                             return Some(i + 1);
                         }
                     }
-                    _ => {}
                 }
                 i += 1;
             }
-            None
         }
         _ => {
             let mut i = start;
@@ -51,7 +77,7 @@ fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
                 }
                 i += 1;
             }
-            Some(i)
+            (i > start).then_some(i)
         }
     }
 }
@@ -63,69 +89,165 @@ fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// The raw text of member `key` of the top-level object in `text`, if it can be found.
-pub fn top_level_member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    let bytes = text.as_bytes();
-    let mut i = skip_ws(bytes, 0);
-    if bytes.get(i) != Some(&b'{') {
-        return None;
-    }
-    i += 1;
-    loop {
-        i = skip_ws(bytes, i);
-        if bytes.get(i) != Some(&b'"') {
-            return None;
+/// One member of an object: its key as written (quotes included) and its value's span.
+struct RawMember<'a> {
+    key: &'a str,
+    value: Range<usize>,
+}
+
+impl RawMember<'_> {
+    /// The key as it reads: escapes are decoded only where the key has any.
+    fn name(&self) -> Option<Cow<'_, str>> {
+        let inner = self.key.get(1..self.key.len().saturating_sub(1))?;
+        if inner.contains('\\') {
+            serde_json::from_str::<String>(self.key)
+                .ok()
+                .map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(inner))
         }
-        let key_end = string_end(bytes, i)?;
-        let name: String = serde_json::from_str(text.get(i..key_end)?).ok()?;
+    }
+}
+
+/// The members of the object `text`, in order; the walk ends at the first thing that is not a
+/// member, with the byte it stopped at.
+struct Members<'a> {
+    text: &'a str,
+    at: usize,
+    first: bool,
+    done: bool,
+}
+
+impl<'a> Members<'a> {
+    fn of(text: &'a str) -> Result<Members<'a>, ScanError> {
+        let bytes = text.as_bytes();
+        let at = skip_ws(bytes, 0);
+        if bytes.get(at) != Some(&b'{') {
+            return Err(ScanError::NotAnObject);
+        }
+        Ok(Members {
+            text,
+            at: at + 1,
+            first: true,
+            done: false,
+        })
+    }
+
+    fn step(&mut self) -> Result<Option<RawMember<'a>>, ScanError> {
+        let bytes = self.text.as_bytes();
+        let mut i = skip_ws(bytes, self.at);
+        let bad = ScanError::Malformed;
+        match bytes.get(i) {
+            Some(b'}') => return Ok(None),
+            Some(b',') if !self.first => i = skip_ws(bytes, i + 1),
+            Some(b'"') if self.first => {}
+            _ => return Err(bad(i)),
+        }
+        self.first = false;
+        if bytes.get(i) != Some(&b'"') {
+            return Err(bad(i));
+        }
+        let key_end = string_end(bytes, i).ok_or(bad(i))?;
+        let key = self.text.get(i..key_end).ok_or(bad(i))?;
         i = skip_ws(bytes, key_end);
         if bytes.get(i) != Some(&b':') {
-            return None;
+            return Err(bad(i));
         }
         let start = skip_ws(bytes, i + 1);
-        let end = value_end(bytes, start)?;
-        if name == key {
-            return text.get(start..end);
+        let end = value_end(bytes, start).ok_or(bad(start))?;
+        self.at = end;
+        Ok(Some(RawMember {
+            key,
+            value: start..end,
+        }))
+    }
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = Result<RawMember<'a>, ScanError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
         }
-        i = skip_ws(bytes, end);
-        match bytes.get(i) {
-            Some(b',') => i += 1,
-            _ => return None,
+        let item = self.step().transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}
+
+/// The span of the value of member `key` of the object `text` (valid JSON, as a decoder left
+/// it), or `None` when it has no such member. Two members of that name are an error: which one
+/// a peer reads is up to the peer, so neither may be trusted.
+pub fn member_span(text: &str, key: &str) -> Result<Option<Range<usize>>, ScanError> {
+    let mut found = None;
+    for member in Members::of(text)? {
+        let member = member?;
+        if member.name().is_some_and(|name| name == key) {
+            if found.is_some() {
+                return Err(ScanError::DuplicateKey(key.to_owned()));
+            }
+            found = Some(member.value);
         }
     }
+    Ok(found)
+}
+
+/// Which of `keys` are members of the object `text` (valid JSON, as a decoder left it).
+pub fn members_present(text: &str, keys: &[&str]) -> Result<Vec<bool>, ScanError> {
+    let mut present = vec![false; keys.len()];
+    for member in Members::of(text)? {
+        let member = member?;
+        let Some(name) = member.name() else { continue };
+        if let Some(slot) = keys
+            .iter()
+            .position(|k| *k == name)
+            .and_then(|i| present.get_mut(i))
+        {
+            *slot = true;
+        }
+    }
+    Ok(present)
+}
+
+/// The spans of the elements of the array `text` (valid JSON, as a decoder left it), in order.
+pub fn element_spans(text: &str) -> Result<Vec<Range<usize>>, ScanError> {
+    let bytes = text.as_bytes();
+    let mut i = skip_ws(bytes, 0);
+    if bytes.get(i) != Some(&b'[') {
+        return Err(ScanError::NotAnArray);
+    }
+    i = skip_ws(bytes, i + 1);
+    let mut spans = Vec::new();
+    if bytes.get(i) == Some(&b']') {
+        return Ok(spans);
+    }
+    loop {
+        let end = value_end(bytes, i).ok_or(ScanError::Malformed(i))?;
+        spans.push(i..end);
+        i = skip_ws(bytes, end);
+        match bytes.get(i) {
+            Some(b',') => i = skip_ws(bytes, i + 1),
+            Some(b']') => return Ok(spans),
+            _ => return Err(ScanError::Malformed(i)),
+        }
+    }
+}
+
+/// The raw text of member `key` of the top-level object in `text`, if it can be found before
+/// anything malformed; the first of that name wins. For salvaging an id from a message too deep
+/// to decode.
+pub fn top_level_member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    for member in Members::of(text).ok()? {
+        let member = member.ok()?;
+        if member.name()? == key {
+            return text.get(member.value);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_a_member_after_deeply_nested_ones() {
-        let deep = format!(
-            r#"{{"jsonrpc":"2.0","result":{}"x{{"{},"id":42}}"#,
-            "[".repeat(100_000),
-            "]".repeat(100_000)
-        );
-        assert_eq!(top_level_member(&deep, "id"), Some("42"));
-        assert_eq!(
-            top_level_member(r#"{"a":"}","id":"s\"x"}"#, "id"),
-            Some(r#""s\"x""#)
-        );
-        assert_eq!(top_level_member(r#"{"i\u0064":7}"#, "id"), Some("7"));
-    }
-
-    #[test]
-    fn gives_up_quietly_on_broken_input() {
-        for text in [
-            "",
-            "[",
-            "{",
-            r#"{"id"}"#,
-            r#"{"a":[1,"id":2"#,
-            r#"{"a":1 "id":2}"#,
-            "{\"\\",
-        ] {
-            assert_eq!(top_level_member(text, "id"), None, "{text}");
-        }
-    }
-}
+mod tests;

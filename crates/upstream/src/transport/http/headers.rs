@@ -95,7 +95,7 @@ impl ToolHeaders {
 
     /// The `Mcp-Param-*` headers of a `tools/call` with these raw params.
     fn headers_for(&self, params: &str) -> Vec<(String, String)> {
-        let Some(tool) = patch::get_str(params, &["name"]).ok().flatten() else {
+        let Some(tool) = patch::decoded::get_str(params, &["name"]).ok().flatten() else {
             return Vec::new();
         };
         let Some(annotated) = self.by_tool.get(&tool) else {
@@ -105,7 +105,7 @@ impl ToolHeaders {
         for header in annotated {
             let mut path: Vec<&str> = vec!["arguments"];
             path.extend(header.path.iter().map(String::as_str));
-            let Some(raw) = patch::get(params, &path).ok().flatten() else {
+            let Some(raw) = patch::decoded::get(params, &path).ok().flatten() else {
                 continue;
             };
             match header_text(raw) {
