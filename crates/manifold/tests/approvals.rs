@@ -9,10 +9,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{ChildGuard, ScratchDir, node, peers_dir, python, workspace_root};
+use manifold_testkit::{
+    ClientProcess, GatewayProcess, RawHttp, ScratchDir, ServeCommand, node, peers_dir, python,
+    workspace_root,
+};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -68,41 +71,15 @@ approvers = ["identity:operator"]
     )
 }
 
-struct Gateway {
-    guard: ChildGuard,
-    _stdout: BufReader<std::process::ChildStdout>,
-    url: String,
+fn start_gateway(dir: &Path, config: &Path, log: &str) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .log(log)
+        .start()
+        .unwrap()
 }
 
-fn start_gateway(dir: &Path, config: &Path, log: &str) -> Gateway {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join(log)).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:"),
-        "manifold serve printed {url:?}; its log:\n{}",
-        std::fs::read_to_string(dir.join(log)).unwrap_or_default()
-    );
-    Gateway {
-        guard,
-        _stdout: stdout,
-        url,
-    }
-}
-
-fn setup(webhook: Option<&str>) -> (ScratchDir, std::path::PathBuf, Gateway) {
+fn setup(webhook: Option<&str>) -> (ScratchDir, std::path::PathBuf, GatewayProcess) {
     let dir = ScratchDir::new("approvals").unwrap();
     let config_path = dir.path().join("manifold.toml");
     std::fs::write(&config_path, config(&dir.path().join("data"), webhook)).unwrap();
@@ -120,7 +97,7 @@ enum Driver {
 }
 
 /// Starts a client with a plan; its report comes from [`report_of`].
-fn spawn_client(driver: Driver, plan: &Value) -> ChildGuard {
+fn spawn_client(driver: Driver, plan: &Value) -> ClientProcess {
     let scripts = workspace_root().join("crates/manifold/tests/clients");
     let mut command = match driver {
         Driver::Python => {
@@ -146,62 +123,27 @@ fn spawn_client(driver: Driver, plan: &Value) -> ChildGuard {
         .join("node_modules")
         .to_string_lossy()
         .into();
-    command
-        .arg(plan.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    ChildGuard::spawn(command).unwrap()
+    command.arg(plan.to_string());
+    ClientProcess::spawn(command).unwrap()
 }
 
-fn report_of(mut child: ChildGuard) -> Value {
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < HANG_GUARD, "the client hung");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    serde_json::from_str(out.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("the client reported no JSON ({e}): {out}\n{err}"))
+fn report_of(child: ClientProcess) -> Value {
+    let run = child.finish(HANG_GUARD).unwrap();
+    run.report().unwrap_or_else(|| {
+        panic!(
+            "the client reported no JSON: {}\n{}",
+            run.stdout, run.stderr
+        )
+    })
 }
 
 /// Whether the client ended without its call succeeding: it reported an error, or it failed
 /// outright (its connection died under it).
-fn client_failed(mut child: ChildGuard) -> bool {
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(started.elapsed() < HANG_GUARD, "the client hung");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut out = String::new();
-    child
-        .child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    match serde_json::from_str::<Value>(out.lines().last().unwrap_or_default()) {
-        Ok(report) => report["calls"][0].get("error").is_some(),
-        Err(_) => !status.success(),
+fn client_failed(child: ClientProcess) -> bool {
+    let run = child.finish(HANG_GUARD).unwrap();
+    match run.report() {
+        Some(report) => report["calls"][0].get("error").is_some(),
+        None => !run.status.success(),
     }
 }
 
@@ -278,7 +220,7 @@ fn assert_refused(call: &Value, outcome: &str) -> Value {
 
 async fn inline_outcomes(driver: Driver, mode: &str, channel: &str) {
     let (_dir, config, _gateway) = setup(None);
-    let url = _gateway.url.clone();
+    let url = _gateway.url().to_owned();
     let plan = |answer: &str, message: &str| json!({"url": url, "mode": mode, "answer": answer, "calls": [echo(message)]});
     let accepted = run_client(driver, &plan("accept", "ship it"));
     let call = &accepted["calls"][0];
@@ -360,7 +302,7 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
     let add = json!({"name": "py__add", "arguments": {"a": 2, "b": 3}, "progress": true});
     let client = spawn_client(
         Driver::Python,
-        &json!({"url": gateway.url, "mode": "legacy", "answer": null, "calls": [add]}),
+        &json!({"url": gateway.url(), "mode": "legacy", "answer": null, "calls": [add]}),
     );
     let id = pending_id(&config);
     let body: Value = serde_json::from_str(&posted.join().unwrap()).unwrap();
@@ -391,14 +333,10 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
         "progress names the approval and where to answer: {progress:?}"
     );
     assert_eq!(ledger_row(&config, &id)["state"], "used");
-    let metrics_url = gateway.url.replace("/mcp", "/metrics");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let metrics = reqwest::get(&metrics_url)
-        .await
+    let metrics = RawHttp::new(gateway.url())
+        .get("/metrics")
         .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .decoded_body();
     assert!(
         metrics.contains(
             r#"manifold_approvals_total{upstream="py",channel="out_of_band",outcome="approved"} 1"#
@@ -430,7 +368,7 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
     // authentication: whoever runs manifold approvals answers for the anonymous caller.
     let client = spawn_client(
         Driver::Python,
-        &json!({"url": gateway.url, "mode": "legacy", "answer": null, "calls": [echo("x")]}),
+        &json!({"url": gateway.url(), "mode": "legacy", "answer": null, "calls": [echo("x")]}),
     );
     let id = pending_id(&config);
     let (code, out) = approvals_cli(
@@ -461,19 +399,18 @@ fn csrf_of(html: &str) -> String {
 #[tokio::test]
 async fn a_url_mode_client_is_sent_the_dashboard_page_of_its_held_call_and_the_page_answers_it() {
     let (_dir, config, gateway) = setup(None);
-    let base = gateway.url.trim_end_matches("/mcp").to_owned();
+    let base = gateway.base().to_owned();
     let slow =
         json!({"name": "py__slow", "arguments": {"seconds": 0, "steps": 1}, "progress": true});
     // The Python SDK's client declares form and URL elicitation; the approver is not the caller,
     // so the question goes out of band and the client is sent the page that answers it.
     let client = spawn_client(
         Driver::Python,
-        &json!({"url": gateway.url, "mode": "legacy", "answer": "accept", "calls": [slow]}),
+        &json!({"url": gateway.url(), "mode": "legacy", "answer": "accept", "calls": [slow]}),
     );
     let id = pending_id(&config);
     let page = format!("{base}/ui/approvals/{id}");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::new();
+    let http = manifold_testkit::http_client();
     let opened = http.get(&page).send().await.unwrap();
     assert_eq!(opened.status(), 200);
     let cookie = opened
@@ -520,7 +457,7 @@ async fn cancelling_a_call_while_its_question_is_open_withdraws_the_question() {
     let (_dir, config, gateway) = setup(None);
     let report = run_client(
         Driver::Python,
-        &json!({"url": gateway.url, "mode": "legacy", "answer": "hang", "cancel": echo("held")}),
+        &json!({"url": gateway.url(), "mode": "legacy", "answer": "hang", "cancel": echo("held")}),
     );
     let cancel = &report["cancel"];
     assert_eq!(cancel["questionArrived"], true, "{report}");
@@ -549,19 +486,15 @@ async fn a_gateway_restarted_while_a_call_is_held_fails_the_call_and_the_ledger_
     let add = json!({"name": "py__add", "arguments": {"a": 1, "b": 1}});
     let client = spawn_client(
         Driver::Python,
-        &json!({"url": gateway.url, "mode": "legacy", "answer": null, "calls": [add]}),
+        &json!({"url": gateway.url(), "mode": "legacy", "answer": null, "calls": [add]}),
     );
     let id = pending_id(&config);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(gateway.guard.child_mut().id()).unwrap()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    gateway.signal(nix::sys::signal::Signal::SIGKILL).unwrap();
     assert!(
         client_failed(client),
         "the held call fails when its gateway dies"
     );
-    let _ = gateway.guard.try_wait();
+    let _ = gateway.try_wait();
     let _restarted = start_gateway(dir.path(), &config, "gateway-2.log");
     let row = ledger_row(&config, &id);
     assert_eq!(row["state"], "abandoned", "{row}");

@@ -12,11 +12,11 @@
 #[path = "../../auth/tests/issuer/mod.rs"]
 mod issuer;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use issuer::{SigningKey, TestIssuer, claims, hs256, now, unsigned};
+use manifold_testkit::{GatewayProcess, ServeCommand};
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, WWW_AUTHENTICATE};
 use serde_json::{Value, json};
@@ -24,29 +24,6 @@ use serde_json::{Value, json};
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 const RESOURCE: &str = "https://mcp.example.test/mcp";
 const METADATA: &str = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp";
-
-struct Serving {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Serving {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn base(&self) -> String {
-        self.url.trim_end_matches("/mcp").to_owned()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     manifold_testkit::fresh_dir(&format!("attacks-authn-{name}")).unwrap()
@@ -79,53 +56,22 @@ fn manifold(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 fn create_key(dir: &Path, config: &Path, name: &str, scopes: &str) -> String {
-    let out = manifold(
-        dir,
-        &[
-            "keys",
-            "create",
-            name,
-            "--scopes",
-            scopes,
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .create_key(name, &["--scopes", scopes])
+        .unwrap()
 }
 
 /// Starts `manifold -vv serve ARGS`, its logs in a file; returns once it printed its URL.
-fn serve(dir: &Path, args: &[&str]) -> Serving {
+fn serve(dir: &Path, args: &[&str]) -> GatewayProcess {
     static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let log = dir.join(format!("serve-{n}.log"));
-    let mut child = Command::new(MANIFOLD)
-        .args(["-vv", "serve"])
+    ServeCommand::new(MANIFOLD, dir)
+        .global_args(["-vv"])
         .args(args)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-        "{url:?}: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    Serving { child, url, log }
+        .log(&format!("serve-{n}.log"))
+        .start()
+        .unwrap()
 }
 
 fn client() -> reqwest::Client {
@@ -247,7 +193,7 @@ async fn every_bad_credential_is_refused_with_its_exact_challenge() {
     let mut presented = vec![key.clone(), revoked.clone()];
 
     // No credentials: a bare challenge, no error code (RFC 6750 section 3).
-    let a = initialize(&http, &s.url, HeaderMap::new()).await;
+    let a = initialize(&http, s.url(), HeaderMap::new()).await;
     assert_eq!(a.status, StatusCode::UNAUTHORIZED);
     assert_eq!(
         a.challenge.as_deref(),
@@ -364,24 +310,24 @@ async fn every_bad_credential_is_refused_with_its_exact_challenge() {
         ),
     ];
     for (case, token, status, error, description) in cases {
-        let a = initialize(&http, &s.url, bearer(&token)).await;
+        let a = initialize(&http, s.url(), bearer(&token)).await;
         assert_refused(&a, status, error, &description, case);
         presented.push(token);
     }
 
     // Valid credentials of both kinds are let through.
-    let a = initialize(&http, &s.url, bearer(&key)).await;
+    let a = initialize(&http, s.url(), bearer(&key)).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
     assert_eq!(a.body["result"]["protocolVersion"], "2025-11-25");
     let jwt = rsa.sign(&good);
-    let a = initialize(&http, &s.url, bearer(&jwt)).await;
+    let a = initialize(&http, s.url(), bearer(&jwt)).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
     assert_eq!(a.body["result"]["protocolVersion"], "2025-11-25");
     presented.push(jwt.clone());
 
     // A token in the query string is refused even beside a valid header.
     let a = send(
-        http.post(format!("{}?access_token={jwt}", s.url))
+        http.post(format!("{}?access_token={jwt}", s.url()))
             .headers(bearer(&key))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -402,7 +348,7 @@ async fn every_bad_credential_is_refused_with_its_exact_challenge() {
         AUTHORIZATION,
         HeaderValue::from_str(&format!("Bearer {jwt}")).unwrap(),
     );
-    let a = initialize(&http, &s.url, two).await;
+    let a = initialize(&http, s.url(), two).await;
     assert_refused(
         &a,
         400,
@@ -417,7 +363,7 @@ async fn every_bad_credential_is_refused_with_its_exact_challenge() {
         AUTHORIZATION,
         HeaderValue::from_bytes(b"Bearer caf\xe9-\xff-token").unwrap(),
     );
-    let a = initialize(&http, &s.url, odd).await;
+    let a = initialize(&http, s.url(), odd).await;
     assert_refused(
         &a,
         400,
@@ -435,7 +381,7 @@ async fn every_bad_credential_is_refused_with_its_exact_challenge() {
     assert_eq!(a.status, StatusCode::UNAUTHORIZED);
 
     // Tokens are never logged, even at debug level.
-    let log = s.log_text();
+    let log = s.log();
     assert!(log.contains("refused a request's credentials"), "{log}");
     for token in &presented {
         let secret_part = token.rsplit(['.', '_']).next().unwrap();
@@ -465,7 +411,7 @@ async fn a_legacy_session_answers_only_to_the_identity_that_started_it() {
     let s = serve(&dir, &["--config", config.to_str().unwrap()]);
     let http = client();
 
-    let started = initialize(&http, &s.url, bearer(&alice)).await;
+    let started = initialize(&http, s.url(), bearer(&alice)).await;
     assert_eq!(started.status, StatusCode::OK);
     let sid = started
         .headers
@@ -475,7 +421,7 @@ async fn a_legacy_session_answers_only_to_the_identity_that_started_it() {
         .unwrap()
         .to_owned();
     let list = |who: &str| {
-        http.post(&s.url)
+        http.post(s.url())
             .headers(bearer(who))
             .header("mcp-session-id", &sid)
             .header("mcp-protocol-version", "2025-11-25")
@@ -498,7 +444,7 @@ async fn a_legacy_session_answers_only_to_the_identity_that_started_it() {
             "{label}"
         );
         let a = send(
-            http.get(&s.url)
+            http.get(s.url())
                 .headers(bearer(who))
                 .header("mcp-session-id", &sid)
                 .header("accept", "text/event-stream"),
@@ -510,7 +456,7 @@ async fn a_legacy_session_answers_only_to_the_identity_that_started_it() {
             "GET, {label}"
         );
         let a = send(
-            http.delete(&s.url)
+            http.delete(s.url())
                 .headers(bearer(who))
                 .header("mcp-session-id", &sid),
         )
@@ -532,7 +478,7 @@ async fn a_legacy_session_answers_only_to_the_identity_that_started_it() {
         .collect();
     assert!(names.contains(&"manifold_health"), "{names:?}");
     assert!(
-        s.log_text()
+        s.log()
             .contains("refused a session id presented by another identity")
     );
 
@@ -627,17 +573,17 @@ async fn an_unknown_key_id_triggers_one_jwks_refetch_so_rotation_works() {
     let http = client();
     let c = claims(&issuer.url, RESOURCE, "alice", "mcp");
 
-    let a = initialize(&http, &s.url, bearer(&old.sign(&c))).await;
+    let a = initialize(&http, s.url(), bearer(&old.sign(&c))).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
     assert_eq!(issuer.jwks_hits(), 1);
 
     issuer.publish(&[&old, &new]);
-    let a = initialize(&http, &s.url, bearer(&new.sign(&c))).await;
+    let a = initialize(&http, s.url(), bearer(&new.sign(&c))).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
     assert_eq!(issuer.jwks_hits(), 2, "the rotated-in key was fetched once");
 
     for _ in 0..3 {
-        let a = initialize(&http, &s.url, bearer(&new.sign_as("made-up", &c))).await;
+        let a = initialize(&http, s.url(), bearer(&new.sign_as("made-up", &c))).await;
         assert_refused(
             &a,
             401,
@@ -690,15 +636,15 @@ async fn the_explicit_opt_out_starts_without_authentication_and_warns_at_every_s
     ];
     for args in starts {
         let s = serve(&dir, args);
-        let a = initialize(&http, &s.url, HeaderMap::new()).await;
+        let a = initialize(&http, s.url(), HeaderMap::new()).await;
         assert_eq!(a.status, StatusCode::OK, "{args:?}: no credentials needed");
         assert!(
-            s.log_text().contains(
+            s.log().contains(
                 "authentication is OFF (insecure_no_auth): anyone who can reach 127.0.0.1:0 (this machine only) can use every configured server"
             ),
             "{args:?}: {}",
-            s.log_text()
+            s.log()
         );
-        assert!(s.log_text().contains("WARN"), "{}", s.log_text());
+        assert!(s.log().contains("WARN"), "{}", s.log());
     }
 }

@@ -9,26 +9,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
+use manifold_testkit::{GatewayProcess, McpSession, ServeCommand};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
-const MODERN: &str = "2026-07-28";
-
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     manifold_testkit::fresh_dir(&format!("attacks-authz-{name}")).unwrap()
@@ -50,25 +36,14 @@ fn write_config(dir: &Path, rest: &str) -> PathBuf {
     config
 }
 
-fn serve(dir: &Path, config: &Path) -> Serving {
-    let mut child = Command::new(MANIFOLD)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Serving { child, url }
+fn serve(dir: &Path, config: &Path) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .start()
+        .unwrap()
 }
 
-fn serve_with_rules() -> Serving {
+fn serve_with_rules() -> GatewayProcess {
     let dir = temp_dir("anonymous");
     let config = write_config(
         &dir,
@@ -102,80 +77,26 @@ rate = "2/day"
 
 /// `manifold keys create NAME --groups GROUPS`: the key, printed once.
 fn create_key(dir: &Path, config: &Path, name: &str, groups: &str) -> String {
-    let mut args = vec!["keys", "create", name, "--config", config.to_str().unwrap()];
-    if !groups.is_empty() {
-        args.extend(["--groups", groups]);
+    let groups: &[&str] = if groups.is_empty() {
+        &[]
+    } else {
+        &["--groups", groups]
+    };
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .create_key(name, groups)
+        .unwrap()
+}
+
+/// A stateless (2026-07-28) client asking for JSON replies, as the holder of `key` when given.
+fn session(url: &str, key: Option<&str>) -> McpSession {
+    let options = McpSession::options(url)
+        .client_info("attacks-authz", "1")
+        .accept("application/json");
+    match key {
+        Some(key) => options.bearer(key).modern(),
+        None => options.modern(),
     }
-    let out = Command::new(MANIFOLD)
-        .args(&args)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn client() -> reqwest::Client {
-    // reqwest is built without a TLS provider in this workspace; plain HTTP still needs one set.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
-
-/// One stateless request; the JSON-RPC response.
-async fn ask(http: &reqwest::Client, url: &str, method: &str, name: &str, params: Value) -> Value {
-    ask_as(http, url, None, method, name, params).await
-}
-
-/// One stateless request, with `Authorization: Bearer KEY` when a key is given.
-async fn ask_as(
-    http: &reqwest::Client,
-    url: &str,
-    key: Option<&str>,
-    method: &str,
-    name: &str,
-    params: Value,
-) -> Value {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "attacks-authz", "version": "1"}
-    });
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let mut r = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method);
-    if !name.is_empty() {
-        r = r.header("mcp-name", name);
-    }
-    if let Some(key) = key {
-        r = r.header("authorization", format!("Bearer {key}"));
-    }
-    let response = r.body(body.to_string()).send().await.unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    assert_eq!(status, 200, "{text}");
-    serde_json::from_str(&text).unwrap()
-}
-
-async fn call(http: &reqwest::Client, url: &str, tool: &str, arguments: Value) -> Value {
-    ask(
-        http,
-        url,
-        "tools/call",
-        tool,
-        json!({"name": tool, "arguments": arguments}),
-    )
-    .await
 }
 
 fn error(response: &Value) -> (i64, &str) {
@@ -191,11 +112,10 @@ fn error(response: &Value) -> (i64, &str) {
 #[tokio::test]
 async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     let s = serve_with_rules();
-    let http = client();
-    let url = s.url.as_str();
+    let mcp = session(s.url(), None);
 
     // The list leaves out what the rules hide, explaining ones included.
-    let list = ask(&http, url, "tools/list", "", json!({})).await;
+    let list = mcp.request("tools/list", json!({})).await.unwrap();
     let names: Vec<&str> = list["result"]["tools"]
         .as_array()
         .unwrap()
@@ -210,7 +130,10 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
 
     // A hidden tool called by its exposed name: exactly an unknown tool (the suggestion is a tool
     // the caller sees).
-    let hidden = call(&http, url, "peer__add", json!({"a": 1, "b": 2})).await;
+    let hidden = mcp
+        .call_tool("peer__add", json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
     assert_eq!(
         error(&hidden),
         (
@@ -218,7 +141,7 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
             "unknown tool \"peer__add\"; did you mean \"peer__ask\"?"
         )
     );
-    let missing = call(&http, url, "peer__subtract", json!({})).await;
+    let missing = mcp.call_tool("peer__subtract", json!({})).await.unwrap();
     assert_eq!(
         error(&missing),
         (
@@ -228,23 +151,20 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     );
 
     // ... and through the built-in manifold_call_tool.
-    let through = call(
-        &http,
-        url,
-        "manifold_call_tool",
-        json!({"name": "peer__add", "arguments": {"a": 1, "b": 2}}),
-    )
-    .await;
+    let through = mcp
+        .call_tool(
+            "manifold_call_tool",
+            json!({"name": "peer__add", "arguments": {"a": 1, "b": 2}}),
+        )
+        .await
+        .unwrap();
     assert_eq!(error(&through), error(&hidden));
 
     // ... and the built-in search does not find it.
-    let found = call(
-        &http,
-        url,
-        "manifold_search_tools",
-        json!({"query": "adds numbers"}),
-    )
-    .await;
+    let found = mcp
+        .call_tool("manifold_search_tools", json!({"query": "adds numbers"}))
+        .await
+        .unwrap();
     let found: Vec<&str> = found["result"]["structuredContent"]["tools"]
         .as_array()
         .unwrap()
@@ -254,7 +174,7 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     assert!(!found.contains(&"peer__add"), "{found:?}");
 
     // An explaining rule says so, and names itself.
-    let explained = call(&http, url, "peer__fail", json!({})).await;
+    let explained = mcp.call_tool("peer__fail", json!({})).await.unwrap();
     assert_eq!(
         error(&explained),
         (
@@ -264,12 +184,18 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     );
 
     // Resources and templates outside the rules.
-    let resources = ask(&http, url, "resources/list", "", json!({})).await;
+    let resources = mcp.request("resources/list", json!({})).await.unwrap();
     assert_eq!(resources["result"]["resources"], json!([]));
-    let templates = ask(&http, url, "resources/templates/list", "", json!({})).await;
+    let templates = mcp
+        .request("resources/templates/list", json!({}))
+        .await
+        .unwrap();
     assert_eq!(templates["result"]["resourceTemplates"], json!([]));
     for uri in ["peer+test://static", "peer+test://item/42"] {
-        let read = ask(&http, url, "resources/read", uri, json!({"uri": uri})).await;
+        let read = mcp
+            .request("resources/read", json!({"uri": uri}))
+            .await
+            .unwrap();
         assert_eq!(
             error(&read),
             (
@@ -281,16 +207,15 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     }
 
     // A prompt outside the rules, and completing its arguments.
-    let prompts = ask(&http, url, "prompts/list", "", json!({})).await;
+    let prompts = mcp.request("prompts/list", json!({})).await.unwrap();
     assert_eq!(prompts["result"]["prompts"], json!([]));
-    let get = ask(
-        &http,
-        url,
-        "prompts/get",
-        "peer__greet",
-        json!({"name": "peer__greet", "arguments": {"name": "x"}}),
-    )
-    .await;
+    let get = mcp
+        .request(
+            "prompts/get",
+            json!({"name": "peer__greet", "arguments": {"name": "x"}}),
+        )
+        .await
+        .unwrap();
     assert_eq!(
         error(&get),
         (
@@ -298,14 +223,9 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
             "unknown prompt \"peer__greet\"; prompts/list shows what is offered"
         )
     );
-    let complete = ask(
-        &http,
-        url,
-        "completion/complete",
-        "",
-        json!({"ref": {"type": "ref/prompt", "name": "peer__greet"}, "argument": {"name": "name", "value": "A"}}),
+    let complete = mcp.request("completion/complete", json!({"ref": {"type": "ref/prompt", "name": "peer__greet"}, "argument": {"name": "name", "value": "A"}}),
     )
-    .await;
+    .await.unwrap();
     assert_eq!(
         error(&complete),
         (
@@ -316,10 +236,16 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
 
     // The rate limit: two echoes a day, then a refusal with the wait.
     for _ in 0..2 {
-        let echoed = call(&http, url, "peer__echo", json!({"message": "hi"})).await;
+        let echoed = mcp
+            .call_tool("peer__echo", json!({"message": "hi"}))
+            .await
+            .unwrap();
         assert_eq!(echoed["result"]["content"][0]["text"], "hi", "{echoed}");
     }
-    let limited = call(&http, url, "peer__echo", json!({"message": "hi"})).await;
+    let limited = mcp
+        .call_tool("peer__echo", json!({"message": "hi"}))
+        .await
+        .unwrap();
     assert_eq!(
         error(&limited),
         (
@@ -335,33 +261,18 @@ async fn a_caller_outside_the_rules_learns_nothing_and_is_limited() {
     );
 
     // The same refusal tells a plain HTTP client how long to wait, in whole seconds.
-    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
-        "name": "peer__echo", "arguments": {"message": "hi"},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "attacks-authz", "version": "1"}
-        }
-    }});
-    let raw = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "peer__echo")
-        .body(body.to_string())
-        .send()
+    let raw = mcp
+        .send(&mcp.message(
+            8,
+            "tools/call",
+            json!({"name": "peer__echo", "arguments": {"message": "hi"}}),
+        ))
         .await
         .unwrap();
-    assert_eq!(raw.status(), 200);
-    let seconds: u64 = raw.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    assert_eq!(raw.status, 200);
+    let seconds: u64 = raw.header("retry-after").unwrap().parse().unwrap();
     assert!((43_200 - 3_600..=43_200).contains(&seconds), "{seconds}");
-    let answered: Value = serde_json::from_str(&raw.text().await.unwrap()).unwrap();
+    let answered = raw.json();
     assert_eq!(answered["error"]["code"], -32006, "{answered}");
 }
 
@@ -391,21 +302,12 @@ per_identity = "3/day"
     let alice = create_key(&dir, &config, "alice", "admins");
     let bob = create_key(&dir, &config, "bob", "");
     let s = serve(&dir, &config);
-    let http = client();
-    let url = s.url.as_str();
-    let call_as = |key: String| {
-        let http = http.clone();
-        async move {
-            ask_as(
-                &http,
-                url,
-                Some(&key),
-                "tools/call",
-                "peer__add",
-                json!({"name": "peer__add", "arguments": {"a": 2, "b": 3}}),
-            )
+    let url = s.url();
+    let call_as = |key: String| async move {
+        session(url, Some(&key))
+            .call_tool("peer__add", json!({"a": 2, "b": 3}))
             .await
-        }
+            .unwrap()
     };
     let sum = call_as(alice.clone()).await;
     assert_eq!(sum["result"]["structuredContent"]["sum"], 5, "{sum}");
@@ -417,7 +319,7 @@ per_identity = "3/day"
             "unknown tool \"peer__add\"; did you mean \"peer__ask\"?"
         )
     );
-    let listed = ask_as(&http, url, Some(&bob), "tools/list", "", json!({})).await;
+    let listed = session(url, Some(&bob)).list_tools().await.unwrap();
     assert!(
         !listed["result"]["tools"]
             .as_array()

@@ -6,11 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use manifold_testkit::{GatewayProcess, ServeCommand};
 use serde_json::Value;
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -18,26 +18,6 @@ const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 const HANG_GUARD: Duration = Duration::from_secs(30);
 
 const WITHHELD_MESSAGE: &str = "the tool \"peer__echo\" is withheld: server \"peer\" changed its definition (description, inputSchema) since it was pinned, and its on_change policy is \"block\"; if the change is expected, approve it with `manifold pins approve peer` (a running Manifold picks the approval up within 1 s); manifold_health shows what changed";
-
-struct Serving {
-    child: Child,
-    url: String,
-    stderr: PathBuf,
-}
-
-impl Serving {
-    /// Everything the gateway logged so far.
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     manifold_testkit::fresh_dir(&format!("attacks-definitions-{name}")).unwrap()
@@ -67,24 +47,13 @@ fn config(dir: &Path, name: &str, on_change: &str, peer_args: &[&str]) -> PathBu
     path
 }
 
-fn serve(dir: &Path, config: &Path, run: &str) -> Serving {
-    let stderr = dir.join(format!("{run}.stderr"));
-    let mut child = Command::new(MANIFOLD)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Serving { child, url, stderr }
+/// `manifold serve` with its stderr in `RUN.stderr`.
+fn serve(dir: &Path, config: &Path, run: &str) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .log(&format!("{run}.stderr"))
+        .start()
+        .unwrap()
 }
 
 fn manifold(args: &[&str]) -> (i32, String, String) {
@@ -140,28 +109,28 @@ fn a_rug_pull_in_block_mode_is_withheld_until_pins_approve() {
     let cfg = config(&dir, "manifold.toml", "block", &["--behaviour", "rug-pull"]);
     let cfg_arg = cfg.to_str().unwrap();
     let s = serve(&dir, &cfg, "serve");
-    assert!(find(&tools(&s.url), "peer__echo").is_some());
+    assert!(find(&tools(s.url()), "peer__echo").is_some());
 
     // The first call pulls the rug: echo's definition changes and a tool is added.
-    let (code, out, err) = manifold(&["call", &s.url, "peer__echo", "--arg", "message=hi"]);
+    let (code, out, err) = manifold(&["call", s.url(), "peer__echo", "--arg", "message=hi"]);
     assert_eq!((code, out.trim()), (0, "hi"), "{err}");
-    let list = tools_until(&s.url, "the added tool", |l| {
+    let list = tools_until(s.url(), "the added tool", |l| {
         find(l, "peer__added_later").is_some()
     });
     assert!(find(&list, "peer__echo").is_none(), "{list:#?}");
 
     // `manifold call` itself refuses a tool the list does not show, so the call goes through
     // the gateway's own manifold_call_tool, as a search-mode client's would.
-    let (code, _, err) = call_withheld_echo(&s.url);
+    let (code, _, err) = call_withheld_echo(s.url());
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(WITHHELD_MESSAGE), "{err}");
     assert!(err.contains("(code -32007)"), "{err}");
-    let (code, out, err) = manifold(&["call", &s.url, "peer__added_later"]);
+    let (code, out, err) = manifold(&["call", s.url(), "peer__added_later"]);
     assert_eq!((code, out.trim()), (0, "added later"), "{err}");
     assert!(
-        s.logs().contains("tool definition changed since it was pinned: withheld from clients (on_change = \"block\"); if the change is expected, run `manifold pins approve peer`"),
+        s.log().contains("tool definition changed since it was pinned: withheld from clients (on_change = \"block\"); if the change is expected, run `manifold pins approve peer`"),
         "{}",
-        s.logs()
+        s.log()
     );
 
     let (code, out, err) = manifold(&["pins", "list", "peer", "--config", cfg_arg]);
@@ -187,7 +156,7 @@ fn a_rug_pull_in_block_mode_is_withheld_until_pins_approve() {
     );
 
     // No restart: the running gateway re-reads the pins and serves the approved definition.
-    let list = tools_until(&s.url, "echo to come back", |l| {
+    let list = tools_until(s.url(), "echo to come back", |l| {
         find(l, "peer__echo").is_some()
     });
     assert!(
@@ -197,7 +166,7 @@ fn a_rug_pull_in_block_mode_is_withheld_until_pins_approve() {
             .contains("~/.ssh/id_rsa"),
         "the approved definition is the new one"
     );
-    let (code, out, err) = manifold(&["call", &s.url, "peer__echo", "--arg", "message=back"]);
+    let (code, out, err) = manifold(&["call", s.url(), "peer__echo", "--arg", "message=back"]);
     assert_eq!((code, out.trim()), (0, "back"), "{err}");
     let (code, out, _) = manifold(&["pins", "approve", "peer", "--config", cfg_arg]);
     assert_eq!(
@@ -215,7 +184,7 @@ fn pins_survive_a_restart_of_the_gateway() {
     let before = config(&dir, "before.toml", "block", &["--behaviour", "rug-pull"]);
     {
         let s = serve(&dir, &before, "first");
-        assert!(find(&tools(&s.url), "peer__echo").is_some());
+        assert!(find(&tools(s.url()), "peer__echo").is_some());
     }
     // The server changed its definitions while the gateway was down.
     let after = config(
@@ -225,13 +194,13 @@ fn pins_survive_a_restart_of_the_gateway() {
         &["--behaviour", "rug-pull", "--count", "0"],
     );
     let s = serve(&dir, &after, "second");
-    let list = tools(&s.url);
+    let list = tools(s.url());
     assert!(find(&list, "peer__echo").is_none(), "{list:#?}");
     assert!(find(&list, "peer__added_later").is_some(), "{list:#?}");
-    let (code, _, err) = call_withheld_echo(&s.url);
+    let (code, _, err) = call_withheld_echo(s.url());
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(WITHHELD_MESSAGE), "{err}");
-    let (code, out, err) = manifold(&["call", &s.url, "manifold_health", "--json"]);
+    let (code, out, err) = manifold(&["call", s.url(), "manifold_health", "--json"]);
     assert_eq!(code, 0, "{err}");
     let health: Value = serde_json::from_str(&out).unwrap();
     let changed = &health["structuredContent"]["upstreams"][0]["definitions"]["changed"];
@@ -249,7 +218,7 @@ fn hidden_characters_and_overlong_descriptions_are_cleaned_capped_and_logged() {
         &["--behaviour", "hostile-descriptions"],
     );
     let s = serve(&dir, &cfg, "serve");
-    let list = tools(&s.url);
+    let list = tools(s.url());
     let hidden = find(&list, "peer__hidden_text").unwrap();
     assert_eq!(hidden["title"], "Safegnp.exe viewer");
     assert_eq!(
@@ -262,7 +231,7 @@ fn hidden_characters_and_overlong_descriptions_are_cleaned_capped_and_logged() {
         .to_owned();
     assert_eq!(long.chars().count(), 4096);
     assert!(long.ends_with('…'));
-    let logs = s.logs();
+    let logs = s.log();
     for line in [
         "cleaned the title of tool \"hidden_text\" of server \"peer\": removed 2 direction-changing, 1 control character(s)",
         "cleaned the description of tool \"hidden_text\" of server \"peer\": removed 4 direction-changing, 2 control, 3 invisible character(s)",
@@ -293,10 +262,10 @@ fn an_old_pin_file_is_imported_once_and_enforced() {
     let cfg_arg = cfg.to_str().unwrap();
     {
         let s = serve(&dir, &cfg, "first");
-        let list = tools(&s.url);
+        let list = tools(s.url());
         assert!(find(&list, "peer__echo").is_none(), "{list:#?}");
         assert!(find(&list, "peer__add").is_some(), "{list:#?}");
-        let logs = s.logs();
+        let logs = s.log();
         assert!(
             logs.contains(&format!(
                 "Imported 1 pinned tool definition(s) from {} into the store (servers: peer); 0 already there; the old file is now {}.",
@@ -320,13 +289,13 @@ fn an_old_pin_file_is_imported_once_and_enforced() {
             out.contains("approved 1 changed tool definition(s)"),
             "{out}"
         );
-        tools_until(&s.url, "echo to come back", |l| {
+        tools_until(s.url(), "echo to come back", |l| {
             find(l, "peer__echo").is_some()
         });
     }
     let s = serve(&dir, &cfg, "second");
-    assert!(find(&tools(&s.url), "peer__echo").is_some());
-    assert!(!s.logs().contains("Imported"), "{}", s.logs());
+    assert!(find(&tools(s.url()), "peer__echo").is_some());
+    assert!(!s.log().contains("Imported"), "{}", s.log());
 }
 
 /// `manifold check` imports a left-over `pins.json` too, and says so on stdout; a second check

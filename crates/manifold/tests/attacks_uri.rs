@@ -7,35 +7,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
+use manifold_testkit::{GatewayProcess, McpSession, ServeCommand};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
-const MODERN: &str = "2026-07-28";
 
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_everything_with_a_deny_rule(dir: &Path) -> Serving {
+fn serve_everything_with_a_deny_rule(dir: &Path) -> GatewayProcess {
     let node = manifold_testkit::node().unwrap();
     let entry =
         manifold_testkit::npm_package_entry("@modelcontextprotocol/server-everything").unwrap();
-    let config = dir.join("manifold.toml");
-    std::fs::write(
-        &config,
-        format!(
+    ServeCommand::new(MANIFOLD, dir)
+        .config_text(format!(
             r#"[gateway]
 listen = "127.0.0.1:0"
 data_dir = "{}"
@@ -53,53 +37,28 @@ resources = ["everything+demo://resource/dynamic/text/*"]
             dir.join("data").display(),
             node.display(),
             entry.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(MANIFOLD)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Serving { child, url }
+        ))
+        .start()
+        .unwrap()
 }
 
-async fn ask(http: &reqwest::Client, url: &str, method: &str, name: &str, params: Value) -> String {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "attacks-uri", "version": "1"}
-    });
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let response = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    assert_eq!(status, 200, "{text}");
-    text
+/// A stateless (2026-07-28) client asking for JSON replies.
+fn session(url: &str) -> McpSession {
+    McpSession::options(url)
+        .client_info("attacks-uri", "1")
+        .accept("application/json")
+        .modern()
 }
 
-async fn read(http: &reqwest::Client, url: &str, uri: &str) -> String {
-    ask(http, url, "resources/read", uri, json!({ "uri": uri })).await
+/// One request, always with id 7 (the answers are compared as text); the reply's body.
+async fn ask(mcp: &McpSession, method: &str, params: Value) -> String {
+    let reply = mcp.send(&mcp.message(7, method, params)).await.unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.body
+}
+
+async fn read(mcp: &McpSession, uri: &str) -> String {
+    ask(mcp, "resources/read", json!({ "uri": uri })).await
 }
 
 /// The answer with the URI it quotes (`{uri:?}` inside a JSON string) replaced.
@@ -115,17 +74,15 @@ fn shape(answer: &str, uri: &str) -> String {
 async fn no_spelling_of_a_hidden_uri_reaches_server_everything() {
     let dir = manifold_testkit::fresh_dir("attacks-uri").unwrap();
     let serving = serve_everything_with_a_deny_rule(&dir);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let url = serving.url.as_str();
+    let mcp = session(serving.url());
 
     // The rule is the only thing between the caller and the resource: the blob beside it is
     // served, and the upstream serves the text one to a spelling Manifold would not judge.
-    let blob = read(&http, url, "everything+demo://resource/dynamic/blob/2").await;
+    let blob = read(&mcp, "everything+demo://resource/dynamic/blob/2").await;
     assert!(blob.contains("\"blob\""), "{blob}");
 
     let nothing = "nosuch+demo://resource/dynamic/text/1";
-    let expected = shape(&read(&http, url, nothing).await, nothing);
+    let expected = shape(&read(&mcp, nothing).await, nothing);
     assert!(expected.contains("resource not found"), "{expected}");
     for spelling in [
         "everything+demo://resource/dynamic/text/1",
@@ -142,7 +99,7 @@ async fn no_spelling_of_a_hidden_uri_reaches_server_everything() {
         "everything+demo://resource/dynamic%2Ftext%2F1",
         "everything+demo://resource/dynamic/text/nothing-here/../1",
     ] {
-        let answer = read(&http, url, spelling).await;
+        let answer = read(&mcp, spelling).await;
         assert_eq!(shape(&answer, spelling), expected, "{spelling}");
         assert!(
             !answer.contains("Resource 1"),
@@ -152,10 +109,8 @@ async fn no_spelling_of_a_hidden_uri_reaches_server_everything() {
 
     // Neither a link nor an embedded resource in a tool result names a hidden URI.
     let links = ask(
-        &http,
-        url,
+        &mcp,
         "tools/call",
-        "everything__get-resource-links",
         json!({"name": "everything__get-resource-links", "arguments": {"count": 4}}),
     )
     .await;

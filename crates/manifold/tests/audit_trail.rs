@@ -6,19 +6,18 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use manifold_store::{AuditFilter, AuditRow, Store, StoreLocation};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use manifold_testkit::{GatewayProcess, McpSession, ServeCommand};
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
-const MODERN: &str = "2026-07-28";
 /// A configured secret: recorded arguments must never hold it.
 const SECRET: &str = "audit-secret-value-9137";
 /// Hang guard for the gateway's exit after SIGTERM (not a timing assertion).
@@ -29,32 +28,17 @@ const CALLS_BEFORE_KILL: usize = 150;
 const CALLERS: usize = 8;
 
 struct Serving {
-    child: Child,
-    url: String,
+    gateway: GatewayProcess,
     data: PathBuf,
 }
 
 /// `manifold keys create NAME --groups GROUPS --config CONFIG`: the key, printed once.
 fn create_key(config: &Path, name: &str, groups: &str) -> String {
-    let out = Command::new(MANIFOLD)
-        .args(["keys", "create", name, "--groups", groups, "--config"])
-        .arg(config)
+    ServeCommand::new(MANIFOLD, config.parent().unwrap())
+        .config(config)
         .env("AUDIT_TEST_SECRET", SECRET)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+        .create_key(name, &["--groups", groups])
+        .unwrap()
 }
 
 fn write_config(name: &str, extra: &str) -> PathBuf {
@@ -80,32 +64,27 @@ fn serve(name: &str, extra: &str) -> Serving {
 
 fn serve_config(config: &Path) -> Serving {
     let dir = config.parent().unwrap().to_path_buf();
-    let data = dir.join("data");
-    let mut child = Command::new(MANIFOLD)
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(&dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
+    let gateway = ServeCommand::new(MANIFOLD, &dir)
+        .config(config)
         .env("AUDIT_TEST_SECRET", SECRET)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
-        .spawn()
+        .log("stderr.log")
+        .start()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?} ({dir:?})");
-    Serving { child, url, data }
+    Serving {
+        gateway,
+        data: dir.join("data"),
+    }
 }
 
 impl Serving {
+    fn url(&self) -> &str {
+        self.gateway.url()
+    }
+
     async fn stop(mut self) -> PathBuf {
-        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
+        self.gateway.signal(Signal::SIGTERM).unwrap();
         let deadline = tokio::time::Instant::now() + EXIT_GUARD;
-        while self.child.try_wait().unwrap().is_none() {
+        while self.gateway.try_wait().unwrap().is_none() {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "no exit after SIGTERM"
@@ -115,67 +94,33 @@ impl Serving {
         self.data.clone()
     }
 
-    fn kill_hard(mut self) -> PathBuf {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+    fn kill_hard(self) -> PathBuf {
+        self.gateway.kill().unwrap();
         self.data.clone()
     }
 }
 
 fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    manifold_testkit::http_client()
 }
 
-/// One stateless (2026-07-28) request; the JSON-RPC response, or `None` when the gateway went
-/// away before answering.
-async fn request(
-    http: &reqwest::Client,
-    url: &str,
-    id: u64,
-    method: &str,
-    params: Value,
-) -> Option<Value> {
-    request_as(http, url, None, id, method, params).await
-}
-
-/// [`request`] with `Authorization: Bearer KEY` when a key is given.
-async fn request_as(
-    http: &reqwest::Client,
-    url: &str,
-    key: Option<&str>,
-    id: u64,
-    method: &str,
-    mut params: Value,
-) -> Option<Value> {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "audit-test", "version": "7.1"}
-    });
-    let name = params
-        .get("name")
-        .or_else(|| params.get("uri"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut post = http.post(url);
-    if let Some(key) = key {
-        post = post.bearer_auth(key);
+/// A stateless (2026-07-28) client named `audit-test` 7.1, with `Authorization: Bearer KEY` when
+/// a key is given.
+fn session(http: &reqwest::Client, url: &str, key: Option<&str>) -> McpSession {
+    let options = McpSession::options(url)
+        .http(http.clone())
+        .client_info("audit-test", "7.1");
+    match key {
+        Some(key) => options.bearer(key).modern(),
+        None => options.modern(),
     }
-    let response = post
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .ok()?;
-    let text = response.text().await.ok()?;
-    serde_json::from_str(&text).ok()
+}
+
+/// One request with id `id`; the JSON-RPC response, or `None` when the gateway went away before
+/// answering.
+async fn request(mcp: &McpSession, id: u64, method: &str, params: Value) -> Option<Value> {
+    let reply = mcp.send(&mcp.message(id, method, params)).await.ok()?;
+    serde_json::from_str(&reply.body).ok()
 }
 
 async fn rows(data: &Path) -> Vec<AuditRow> {
@@ -246,12 +191,10 @@ match = ["peer__echo"]
 rate = "2/day"
 "#,
     );
-    let http = http();
-    let url = gw.url.clone();
+    let mcp = session(&http(), gw.url(), None);
     let echo = |id, message: &str| {
         request(
-            &http,
-            &url,
+            &mcp,
             id,
             "tools/call",
             json!({"name": "peer__echo", "arguments": {"message": message}}),
@@ -262,8 +205,7 @@ rate = "2/day"
     let limited = echo(3, "again").await.unwrap();
     assert_eq!(limited["error"]["code"], -32006, "{limited}");
     let hidden = request(
-        &http,
-        &url,
+        &mcp,
         4,
         "tools/call",
         json!({"name": "peer__add", "arguments": {"a": 1, "b": 2}}),
@@ -272,8 +214,7 @@ rate = "2/day"
     .unwrap();
     assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
     let explained = request(
-        &http,
-        &url,
+        &mcp,
         5,
         "tools/call",
         json!({"name": "peer__fail", "arguments": {}}),
@@ -282,8 +223,7 @@ rate = "2/day"
     .unwrap();
     assert_eq!(explained["error"]["code"], -32007, "{explained}");
     let read = request(
-        &http,
-        &url,
+        &mcp,
         6,
         "resources/read",
         json!({"uri": "peer+test://static"}),
@@ -292,8 +232,7 @@ rate = "2/day"
     .unwrap();
     assert!(read["result"]["contents"].is_array(), "{read}");
     let private = request(
-        &http,
-        &url,
+        &mcp,
         7,
         "resources/read",
         json!({"uri": "peer+test://item/1"}),
@@ -302,8 +241,7 @@ rate = "2/day"
     .unwrap();
     assert!(private["error"].is_object(), "{private}");
     let prompt = request(
-        &http,
-        &url,
+        &mcp,
         8,
         "prompts/get",
         json!({"name": "peer__greet", "arguments": {"name": "Ada"}}),
@@ -311,9 +249,7 @@ rate = "2/day"
     .await
     .unwrap();
     assert!(prompt["result"]["messages"].is_array(), "{prompt}");
-    let listed = request(&http, &url, 9, "tools/list", json!({}))
-        .await
-        .unwrap();
+    let listed = request(&mcp, 9, "tools/list", json!({})).await.unwrap();
     assert!(listed["result"]["tools"].is_array());
 
     let data = gw.stop().await;
@@ -381,8 +317,7 @@ async fn answered_calls_until_killed(gw: Serving) -> (Vec<String>, PathBuf) {
     let answered = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for caller in 0..CALLERS {
-        let http = http.clone();
-        let url = gw.url.clone();
+        let mcp = session(&http, gw.url(), None);
         let answered = Arc::clone(&answered);
         tasks.push(tokio::spawn(async move {
             let mut ids = Vec::new();
@@ -390,7 +325,7 @@ async fn answered_calls_until_killed(gw: Serving) -> (Vec<String>, PathBuf) {
                 let id = (caller as u64) * 1_000_000 + n;
                 let params =
                     json!({"name": "peer__echo", "arguments": {"message": format!("m{id}")}});
-                match request(&http, &url, id, "tools/call", params).await {
+                match request(&mcp, id, "tools/call", params).await {
                     Some(response) if response["result"].is_object() => {
                         ids.push(call_id(&response));
                         answered.fetch_add(1, Ordering::Relaxed);
@@ -480,10 +415,8 @@ async fn a_refused_credential_and_a_keyed_caller_are_both_on_the_record() {
     let key = create_key(&config, "alice", "ops,dev");
     let gw = serve_config(&config);
     let http = http();
-    let answered = request_as(
-        &http,
-        &gw.url,
-        Some(&key),
+    let answered = request(
+        &session(&http, gw.url(), Some(&key)),
         1,
         "tools/call",
         json!({"name": "peer__echo", "arguments": {"message": "keyed"}}),
@@ -492,7 +425,7 @@ async fn a_refused_credential_and_a_keyed_caller_are_both_on_the_record() {
     .unwrap();
     assert!(answered["result"].is_object(), "{answered}");
     let refused = http
-        .post(&gw.url)
+        .post(gw.url())
         .header("content-type", "application/json")
         .header("authorization", "Bearer mfk_not-a-real-key")
         .body(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)

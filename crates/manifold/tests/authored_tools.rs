@@ -13,14 +13,16 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{ChildGuard, ScratchDir, node, peers_dir, python, workspace_root};
+use manifold_testkit::{
+    ChildGuard, GatewayProcess, McpSession, ScratchDir, ServeCommand, node, peers_dir, python,
+    run_client, workspace_root,
+};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 /// Bounds a client run, the gateway's start or a wait for a process to go; never a performance
 /// assertion.
 const HANG_GUARD: Duration = Duration::from_secs(120);
-const REVISION: &str = "2025-11-25";
 
 fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()
@@ -36,55 +38,18 @@ fn config(data: &Path) -> String {
     )
 }
 
-struct Gateway {
-    _guard: ChildGuard,
-    _stdout: BufReader<std::process::ChildStdout>,
-    url: String,
-}
-
-fn start_gateway(dir: &Path) -> Gateway {
+/// `manifold serve` in `dir`, on its `manifold.toml` (written with the default configuration when
+/// the test wrote none).
+fn start_gateway(dir: &Path) -> GatewayProcess {
     let config = dir.join("manifold.toml");
     if !config.exists() {
         std::fs::write(&config, self::config(&dir.join("data"))).unwrap();
     }
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(&config)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:"),
-        "manifold serve printed {url:?}; its log:\n{}",
-        std::fs::read_to_string(dir.join("gateway.log")).unwrap_or_default()
-    );
-    Gateway {
-        _guard: guard,
-        _stdout: stdout,
-        url,
-    }
-}
-
-fn wait_for(mut child: ChildGuard) -> (String, String) {
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < HANG_GUARD, "the client hung");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let (mut out, mut err) = (String::new(), String::new());
-    let c = child.child_mut();
-    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    (out, err)
+    ServeCommand::new(MANIFOLD, dir)
+        .config(&config)
+        .log("gateway.log")
+        .start()
+        .unwrap()
 }
 
 fn last_json(out: &str, err: &str) -> Value {
@@ -102,14 +67,9 @@ fn python_client_answering(url: &str, mode: &str, steps: Value, answer: Option<&
     let script = workspace_root().join("crates/manifold/tests/clients/authored_py_client.py");
     let plan = json!({"url": url, "mode": mode, "steps": steps, "answer": answer});
     let mut command = Command::new(python().unwrap());
-    command
-        .arg(script)
-        .arg(plan.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (out, err) = wait_for(ChildGuard::spawn(command).unwrap());
-    last_json(&out, &err)
+    command.arg(script).arg(plan.to_string());
+    let run = run_client(command, HANG_GUARD).unwrap();
+    last_json(&run.stdout, &run.stderr)
 }
 
 fn word_count() -> Value {
@@ -148,7 +108,7 @@ fn an_authored_tool_lives_through_create_update_history_rollback_disable_and_del
     let gateway = start_gateway(dir.path());
     // The other session, held by the TypeScript SDK: it must hear of the new tool and call it.
     let watcher_plan = json!({
-        "url": gateway.url,
+        "url": gateway.url(),
         "modules": peers_dir().unwrap().join("node_modules").to_string_lossy(),
         "expect": "word_count",
         "call": {"arguments": {"text": "heard it changed"}},
@@ -173,7 +133,7 @@ fn an_authored_tool_lives_through_create_update_history_rollback_disable_and_del
         "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps({\"words\": len(args[\"text\"].split()) * 10}))\n"
     );
     let report = python_client(
-        &gateway.url,
+        gateway.url(),
         "legacy",
         json!([
             {"list": true},
@@ -210,7 +170,7 @@ fn an_authored_tool_lives_through_create_update_history_rollback_disable_and_del
         "the other session called the new tool: {seen}"
     );
     let rest = python_client(
-        &gateway.url,
+        gateway.url(),
         "legacy",
         json!([
             call("manifold_create_tool", word_count()),
@@ -303,7 +263,7 @@ fn a_modern_client_authors_and_calls_and_every_bad_definition_is_refused_with_it
         call("manifold_create_tool", d)
     };
     let report = python_client(
-        &gateway.url,
+        gateway.url(),
         "auto",
         json!([
             bad(json!({"name": "py__echo"})),
@@ -375,67 +335,26 @@ fn a_modern_client_authors_and_calls_and_every_bad_definition_is_refused_with_it
 // ---------------------------------------------------------------------------------------------
 // The sandbox cases, with a lean legacy-era JSON-RPC client.
 
-struct Session {
-    http: reqwest::Client,
-    url: String,
-    id: String,
-}
-
-fn sse_messages(body: &str) -> Vec<Value> {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return vec![v];
-    }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str(d.trim()).ok())
-        .collect()
-}
+/// A legacy session held by the lean client, with what these tests do through it.
+struct Session(McpSession);
 
 impl Session {
     async fn open(url: &str) -> Session {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder().no_proxy().build().unwrap();
-        let response = http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(
-                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": REVISION, "capabilities": {},
-                    "clientInfo": {"name": "authored-test", "version": "1"}}})
-                .to_string(),
-            )
-            .send()
-            .await
-            .unwrap();
-        let id = response.headers()["mcp-session-id"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let session = Session {
-            http,
-            url: url.to_owned(),
-            id,
-        };
-        session
-            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        session
+        Session(
+            McpSession::options(url)
+                .client_info("authored-test", "1")
+                .legacy()
+                .await
+                .unwrap(),
+        )
     }
 
     fn request(&self, body: &Value) -> reqwest::RequestBuilder {
-        self.http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &self.id)
-            .header("mcp-protocol-version", REVISION)
-            .body(body.to_string())
+        self.0.post(body)
     }
 
     async fn post(&self, body: Value) -> Vec<Value> {
-        let response = self.request(&body).send().await.unwrap();
-        sse_messages(&response.text().await.unwrap_or_default())
+        self.0.send(&body).await.unwrap().messages()
     }
 
     /// A `tools/call`; the result and the progress messages that came with it.
@@ -509,7 +428,7 @@ async fn until_gone(token: &str) -> Vec<u32> {
 async fn calls_run_sandboxed_bounded_and_leave_no_process() {
     let dir = ScratchDir::new("authored-sandbox").unwrap();
     let gateway = start_gateway(dir.path());
-    let s = Session::open(&gateway.url).await;
+    let s = Session::open(gateway.url()).await;
 
     s.create(1, sh_tool("quiet", "true", 10.0)).await;
     let (r, _) = s.call(2, "quiet", json!({})).await;
@@ -641,7 +560,7 @@ async fn calls_run_sandboxed_bounded_and_leave_no_process() {
 async fn a_dependency_is_installed_once_with_progress_and_the_tools_survive_a_restart() {
     let dir = ScratchDir::new("authored-deps").unwrap();
     let gateway = start_gateway(dir.path());
-    let s = Session::open(&gateway.url).await;
+    let s = Session::open(gateway.url()).await;
     let uses_six = |name: &str| {
         json!({"name": name, "description": "Says which six it has", "language": "python",
             "dependencies": ["six==1.16.0"], "timeout": 300,
@@ -667,7 +586,7 @@ async fn a_dependency_is_installed_once_with_progress_and_the_tools_survive_a_re
     drop(s);
     drop(gateway);
     let gateway = start_gateway(dir.path());
-    let s = Session::open(&gateway.url).await;
+    let s = Session::open(gateway.url()).await;
     let (r, progress) = s.call(5, "six_again", json!({})).await;
     assert_eq!(text_of(&r).trim(), "1.16.0 True", "{r}");
     assert!(progress.is_empty(), "{progress:?}");
@@ -711,70 +630,48 @@ async fn a_dependency_is_installed_once_with_progress_and_the_tools_survive_a_re
     );
 }
 
-const MODERN: &str = "2026-07-28";
-
 /// One stateless (2026-07-28) request with a bearer key; the JSON-RPC response.
 async fn ask_as(url: &str, key: &str, method: &str, params: Value) -> Value {
-    let text = modern_request(url, Some(key), method, params)
-        .send()
-        .await
-        .unwrap()
-        .text()
+    let session = modern_session(url, Some(key));
+    let reply = session
+        .send(&session.message(1, method, params))
         .await
         .unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    serde_json::from_str(&reply.body).unwrap_or_else(|e| panic!("{e}: {}", reply.body))
 }
 
-/// A stateless (2026-07-28) request, not yet sent.
+/// A stateless (2026-07-28) request asking for a JSON reply, not yet sent.
 fn modern_request(
     url: &str,
     key: Option<&str>,
     method: &str,
     params: Value,
 ) -> reqwest::RequestBuilder {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "authored-test", "version": "1"}
-    });
-    let name = params["name"].as_str().unwrap_or_default().to_owned();
-    let mut request = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method);
-    if let Some(key) = key {
-        request = request.header("authorization", format!("Bearer {key}"));
+    let session = modern_session(url, key);
+    session.post(&session.message(1, method, params))
+}
+
+/// A stateless (2026-07-28) client asking for JSON replies, as the holder of `key` when given.
+fn modern_session(url: &str, key: Option<&str>) -> McpSession {
+    let options = McpSession::options(url)
+        .client_info("authored-test", "1")
+        .accept("application/json");
+    match key {
+        Some(key) => options.bearer(key).modern(),
+        None => options.modern(),
     }
-    if !name.is_empty() {
-        request = request.header("mcp-name", name);
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    request.body(body.to_string())
 }
 
 fn create_key(dir: &Path, name: &str, groups: &str) -> String {
-    let config = dir.join("manifold.toml");
-    let mut args = vec!["keys", "create", name, "--config", config.to_str().unwrap()];
-    if !groups.is_empty() {
-        args.extend(["--groups", groups]);
-    }
-    let out = Command::new(MANIFOLD)
-        .args(&args)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    let groups: &[&str] = if groups.is_empty() {
+        &[]
+    } else {
+        &["--groups", groups]
+    };
+    ServeCommand::new(MANIFOLD, dir)
+        .config(dir.join("manifold.toml"))
+        .create_key(name, groups)
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -788,7 +685,7 @@ async fn authenticated_callers_author_only_where_a_rule_allows_it_by_name() {
     let alice = create_key(dir.path(), "alice", "authors");
     let bob = create_key(dir.path(), "bob", "");
     let gateway = start_gateway(dir.path());
-    let url = gateway.url.as_str();
+    let url = gateway.url();
     let names = |listed: &Value| -> Vec<String> {
         listed["result"]["tools"]
             .as_array()
@@ -868,7 +765,7 @@ async fn with_authoring_turned_off_no_authoring_tool_is_listed_or_called() {
     );
     std::fs::write(dir.path().join("manifold.toml"), config).unwrap();
     let gateway = start_gateway(dir.path());
-    let s = Session::open(&gateway.url).await;
+    let s = Session::open(gateway.url()).await;
     let listed = s
         .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
         .await;
@@ -925,7 +822,7 @@ async fn the_engineering_examples_run_ngspice_and_calculix_from_the_configuratio
     let config_path = dir.path().join("manifold.toml");
     std::fs::write(&config_path, engineering_config(dir.path())).unwrap();
     let gateway = start_gateway(dir.path());
-    let s = Session::open(&gateway.url).await;
+    let s = Session::open(gateway.url()).await;
     let names = tool_names(
         &s.post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
             .await,
@@ -1020,7 +917,7 @@ fn an_ask_rule_holds_the_creation_of_a_tool_until_a_person_says_yes() {
     let gateway = start_gateway(dir.path());
     for (mode, answer, created) in [("legacy", "decline", false), ("auto", "accept", true)] {
         let report = python_client_answering(
-            &gateway.url,
+            gateway.url(),
             mode,
             json!([call("manifold_create_tool", word_count()), {"list": true}]),
             Some(answer),
@@ -1050,14 +947,14 @@ fn an_ask_rule_holds_the_creation_of_a_tool_until_a_person_says_yes() {
 async fn a_modern_client_closing_its_request_kills_the_running_tool() {
     let dir = ScratchDir::new("authored-close").unwrap();
     let gateway = start_gateway(dir.path());
-    let s = Session::open(&gateway.url).await;
+    let s = Session::open(gateway.url()).await;
     s.create(
         1,
         sh_tool("lingers", "sleep 765.5 & sleep 765.5; wait", 60.0),
     )
     .await;
     let pending = modern_request(
-        &gateway.url,
+        gateway.url(),
         None,
         "tools/call",
         json!({"name": "lingers", "arguments": {}}),

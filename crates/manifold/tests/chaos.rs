@@ -16,14 +16,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use manifold_testkit::{
-    ChildGuard, ScratchDir, free_port, process_is_running, spawn_http_peer, test_peer,
+    ChildGuard, GatewayProcess, ScratchDir, ServeCommand, free_port, process_is_running,
+    spawn_http_peer, test_peer,
 };
 use manifold_wire::sse::SseParser;
 use nix::sys::signal::{Signal, kill};
@@ -356,84 +355,46 @@ impl Upstreams {
 
 /// `manifold serve`, logging to a file in its directory.
 struct Gateway {
-    guard: ChildGuard,
-    /// Kept open: the gateway owns its stdout for life, and a closed pipe would fail its writes.
-    _stdout: BufReader<std::process::ChildStdout>,
+    process: GatewayProcess,
     url: String,
     base: String,
-    log: PathBuf,
 }
 
 impl Gateway {
     fn start(dir: &Path, config: &str) -> Gateway {
-        let config_path = dir.join("manifold.toml");
-        std::fs::write(&config_path, config).unwrap();
-        let log = dir.join("gateway.log");
-        let mut command = Command::new(MANIFOLD);
-        command
-            .args(["serve", "--config"])
-            .arg(&config_path)
-            .current_dir(dir)
-            .env("XDG_DATA_HOME", dir.join("xdg"))
+        let process = ServeCommand::new(MANIFOLD, dir)
+            .config_text(config)
             // A run chasing a rare hang may ask for more (e.g. manifold_upstream=trace).
             .env(
                 "RUST_LOG",
                 std::env::var("MANIFOLD_CHAOS_RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             )
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let mut guard = ChildGuard::spawn(command).unwrap();
-        let stdout = guard.child_mut().stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let read = reader.read_line(&mut line);
-            let _ = tx.send((read.map(|_| line), reader));
-        });
-        let (line, reader) = rx.recv_timeout(HANG_GUARD).unwrap_or_else(|_| {
-            panic!(
-                "manifold serve printed no URL; its log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
-        let url = line.unwrap().trim().to_owned();
-        assert!(
-            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-            "manifold serve printed {url:?}; its log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        let base = url.trim_end_matches("/mcp").to_owned();
+            .log("gateway.log")
+            .start_hang_guard(HANG_GUARD)
+            .start()
+            .unwrap();
         Gateway {
-            guard,
-            _stdout: reader,
-            url,
-            base,
-            log,
+            url: process.url().to_owned(),
+            base: process.base().to_owned(),
+            process,
         }
     }
 
     fn pid(&self) -> u32 {
-        self.guard.pid()
+        self.process.pid()
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     /// SIGTERM and the orderly exit; returns whether it came within the hang guard.
     fn stop(mut self) -> bool {
-        signal(self.guard.pid(), Signal::SIGTERM);
-        let deadline = Instant::now() + HANG_GUARD;
-        while Instant::now() < deadline {
-            if self.guard.try_wait().ok().flatten().is_some() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        signal(self.process.pid(), Signal::SIGTERM);
+        if self.process.wait_for_exit(HANG_GUARD).is_ok() {
+            return true;
         }
-        let _ = self.guard.kill();
+        let _ = self.process.kill();
         false
     }
 }

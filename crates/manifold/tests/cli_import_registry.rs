@@ -64,9 +64,7 @@ fn python_server() -> Value {
 
 /// A registry on 127.0.0.1 serving `router`; its base URL.
 async fn serve(router: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let addr = manifold_testkit::serve_router(router).await.unwrap();
     format!("http://{addr}")
 }
 

@@ -12,14 +12,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use manifold_testkit::{process_group_members, process_is_running};
+use manifold_testkit::{
+    GatewayProcess, McpSession, ServeCommand, process_group_members, process_is_running,
+};
 use manifold_wire::sse::SseParser;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -36,91 +37,45 @@ const REVISION: &str = "2025-11-25";
 // The gateway process.
 
 struct Serving {
-    child: Child,
-    /// Kept open: serve's stdout must stay writable.
-    _stdout: BufReader<ChildStdout>,
+    process: GatewayProcess,
     url: String,
     base: String,
-    stderr: Arc<Mutex<String>>,
 }
 
 impl Serving {
     fn start(dir: &Path, config: &Path) -> Serving {
-        let mut child = Command::new(MANIFOLD)
-            .args(["-v", "serve", "--config"])
-            .arg(config)
-            .current_dir(dir)
-            .env("XDG_DATA_HOME", dir.join("xdg"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+        let process = ServeCommand::new(MANIFOLD, dir)
+            .global_args(["-v"])
+            .config(config)
+            .start()
             .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        {
-            let sink = Arc::clone(&stderr);
-            let pipe = child.stderr.take().unwrap();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    let mut s = sink.lock().unwrap();
-                    s.push_str(&line);
-                    s.push('\n');
-                }
-            });
-        }
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let url = line.trim().to_owned();
-        assert!(
-            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-            "serve printed {url:?}; its stderr:\n{}",
-            stderr.lock().unwrap()
-        );
-        let base = url.trim_end_matches("/mcp").to_owned();
         Serving {
-            child,
-            _stdout: stdout,
-            url,
-            base,
-            stderr,
+            url: process.url().to_owned(),
+            base: process.base().to_owned(),
+            process,
         }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     fn signal(&self, signal: Signal) {
-        kill(Pid::from_raw(self.pid() as i32), signal).unwrap();
+        self.process.signal(signal).unwrap();
     }
 
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.process.log()
     }
 
     fn wait_for_log(&self, needle: &str, times: usize) {
-        wait_until(&format!("{times} log line(s) with {needle:?}"), || {
-            (self.stderr().matches(needle).count() >= times).then_some(())
-        });
+        self.process
+            .wait_for_log(needle, times, HANG_GUARD)
+            .unwrap();
     }
 
     fn wait_exit(&mut self) -> ExitStatus {
-        let child = &mut self.child;
-        let status = wait_until("the gateway to exit", || child.try_wait().unwrap());
-        // The stderr thread ends with the pipe; give it its last lines.
-        std::thread::sleep(Duration::from_millis(100));
-        status
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.process.wait_for_exit(HANG_GUARD).unwrap()
     }
 }
 
@@ -293,8 +248,7 @@ fn cgroup_v2_root() -> Option<PathBuf> {
 // A legacy-era client over Streamable HTTP.
 
 fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    manifold_testkit::http_client()
 }
 
 struct Mcp {
@@ -329,24 +283,13 @@ impl Mcp {
 
     /// `initialize` + `notifications/initialized`; the session id.
     async fn session(&self) -> String {
-        let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion": REVISION, "capabilities": {},
-            "clientInfo": {"name": "cli-lifecycle", "version": "1"}}});
-        let r = self
-            .post(None, "application/json, text/event-stream", &init)
-            .send()
+        let session = McpSession::options(&self.url)
+            .http(self.http.clone())
+            .client_info("cli-lifecycle", "1")
+            .legacy()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200);
-        let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-        let done = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
-        let r = self
-            .post(Some(&sid), "application/json, text/event-stream", &done)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 202);
-        sid
+        session.session_id().unwrap().to_owned()
     }
 
     /// A `tools/call` answered as plain JSON: (HTTP status, body).

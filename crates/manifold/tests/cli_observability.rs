@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use manifold_testkit::{GatewayProcess, ServeCommand};
+use nix::sys::signal::Signal;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -44,62 +44,40 @@ fn temp_dir(name: &str) -> PathBuf {
 
 /// `manifold serve --log-format json`, stderr in a file.
 struct Gateway {
-    child: Child,
+    process: GatewayProcess,
     url: String,
-    stderr: PathBuf,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Gateway {
     async fn start(dir: &Path, config: &str) -> Gateway {
-        let path = dir.join("manifold.toml");
-        std::fs::write(
-            &path,
-            format!(
+        let serve = ServeCommand::new(MANIFOLD, dir)
+            .config_text(format!(
                 "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n{config}",
                 dir.join("data").display()
-            ),
-        )
-        .unwrap();
-        let stderr = dir.join("stderr.log");
-        let mut child = Command::new(MANIFOLD)
-            .args(["serve", "--log-format", "json", "--config"])
-            .arg(&path)
-            .current_dir(dir)
-            .env("XDG_DATA_HOME", dir.join("xdg"))
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
+            ))
+            .args(["--log-format", "json"])
+            .log("stderr.log");
+        // Started off the runtime: the upstreams it meets run on this one.
+        let process = tokio::task::spawn_blocking(move || serve.start())
+            .await
+            .unwrap()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let url = tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            BufReader::new(stdout).read_line(&mut line).unwrap();
-            line.trim().to_owned()
-        })
-        .await
-        .unwrap();
-        assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-        Gateway { child, url, stderr }
+        Gateway {
+            url: process.url().to_owned(),
+            process,
+        }
     }
 
     fn base(&self) -> &str {
-        self.url.trim_end_matches("/mcp")
+        self.process.base()
     }
 
     /// SIGTERM, then waits for the exit (flushing logs and spans), returning stderr.
     async fn stop(mut self) -> String {
-        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
+        self.process.signal(Signal::SIGTERM).unwrap();
         let deadline = tokio::time::Instant::now() + EXIT_GUARD;
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.process.try_wait().unwrap() {
                 assert!(status.success(), "the gateway exited with {status}");
                 break;
             }
@@ -109,13 +87,12 @@ impl Gateway {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        std::fs::read_to_string(&self.stderr).unwrap()
+        self.process.log()
     }
 }
 
 fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    manifold_testkit::http_client()
 }
 
 /// What crossed the wire to `/mcp` in bodies, both ways, as the client counted it.
@@ -565,10 +542,7 @@ async fn record(State(r): State<Recorder>, headers: HeaderMap, body: String) -> 
 }
 
 async fn serve_on_loopback(app: Router) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
+    manifold_testkit::serve_router(app).await.unwrap().port()
 }
 
 fn hex(bytes: &[u8]) -> String {

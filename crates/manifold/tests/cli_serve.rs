@@ -4,21 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use manifold_testkit::{GatewayProcess, ServeCommand};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
-
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     manifold_testkit::fresh_dir(&format!("cli-serve-{name}")).unwrap()
@@ -39,26 +29,8 @@ fn config(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-fn serve(dir: &std::path::Path, args: &[&str]) -> Serving {
-    let mut child = Command::new(MANIFOLD)
-        .arg("serve")
-        .args(args)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-        "{url:?}"
-    );
-    Serving { child, url }
+fn serve(dir: &std::path::Path, args: &[&str]) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir).args(args).start().unwrap()
 }
 
 fn client(args: &[&str]) -> (i32, String, String) {
@@ -78,7 +50,7 @@ fn serve_puts_configured_servers_behind_one_url_for_both_eras() {
     for era in ["legacy", "modern"] {
         let (code, out, err) = client(&[
             "call",
-            &s.url,
+            s.url(),
             "peer__echo",
             "--arg",
             "message=hello",
@@ -87,7 +59,7 @@ fn serve_puts_configured_servers_behind_one_url_for_both_eras() {
         ]);
         assert_eq!((code, out.trim()), (0, "hello"), "era {era}: {err}");
     }
-    let (code, out, _) = client(&["list", "tools", &s.url]);
+    let (code, out, _) = client(&["list", "tools", s.url()]);
     assert_eq!(code, 0);
     let names: Vec<&str> = out
         .lines()
@@ -109,7 +81,7 @@ fn serve_puts_configured_servers_behind_one_url_for_both_eras() {
 fn serve_without_configuration_offers_the_built_in_tools() {
     let dir = temp_dir("empty");
     let s = serve(&dir, &["--listen", "127.0.0.1:0"]);
-    let (code, out, err) = client(&["call", &s.url, "manifold_health", "--json"]);
+    let (code, out, err) = client(&["call", s.url(), "manifold_health", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["structuredContent"]["status"], "healthy");

@@ -16,7 +16,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Weak};
@@ -24,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use manifold_testkit::{
-    ChildGuard, ScratchDir, free_port, loopback_preload, node, npm_package_entry, peers_dir,
-    process_is_running, python, spawn_http_peer, venv_bin,
+    ChildGuard, GatewayProcess, ScratchDir, ServeCommand, free_port, loopback_preload, node,
+    npm_package_entry, peers_dir, process_is_running, python, spawn_http_peer, venv_bin,
 };
 use serde_json::{Value, json};
 
@@ -201,72 +200,31 @@ url = {python_url}
 }
 
 /// `manifold serve`, stopped the way an operator stops it (SIGTERM), killed if that hangs.
-struct Gateway {
-    guard: ChildGuard,
-    /// Kept open: the gateway owns its stdout for life, and a closed pipe would fail its writes.
-    _stdout: BufReader<std::process::ChildStdout>,
-    log: PathBuf,
-}
+struct Gateway(GatewayProcess);
 
 impl Gateway {
     /// Starts the gateway in `dir` (its stdio servers inherit that working directory) and returns
     /// it with the URL it printed.
     fn start(dir: &Path, config: &Path) -> (Gateway, String) {
-        let log = dir.join("gateway.log");
-        let mut command = Command::new(MANIFOLD);
-        command
-            .args(["serve", "--config"])
-            .arg(config)
-            .current_dir(dir)
-            .env("XDG_DATA_HOME", dir.join("xdg"))
+        let process = ServeCommand::new(MANIFOLD, dir)
+            .config(config)
             .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let mut guard = ChildGuard::spawn(command).unwrap();
-        let stdout = guard.child_mut().stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let read = reader.read_line(&mut line);
-            let _ = tx.send((read.map(|_| line), reader));
-        });
-        let (line, reader) = rx.recv_timeout(GATEWAY_HANG_GUARD).unwrap_or_else(|_| {
-            panic!(
-                "manifold serve printed no URL; its log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
-        let url = line.unwrap().trim().to_owned();
-        assert!(
-            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-            "manifold serve printed {url:?} instead of its URL; its log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        (
-            Gateway {
-                guard,
-                _stdout: reader,
-                log,
-            },
-            url,
-        )
+            .log("gateway.log")
+            .start_hang_guard(GATEWAY_HANG_GUARD)
+            .start()
+            .unwrap();
+        let url = process.url().to_owned();
+        (Gateway(process), url)
     }
 
     /// SIGTERM, then waits for the orderly exit; SIGKILL if it does not come. Returns whether the
     /// gateway stopped by itself.
     fn stop(mut self) -> bool {
-        signal(self.guard.pid(), "TERM");
-        let deadline = Instant::now() + GATEWAY_HANG_GUARD;
-        while Instant::now() < deadline {
-            if self.guard.try_wait().ok().flatten().is_some() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        signal(self.0.pid(), "TERM");
+        if self.0.wait_for_exit(GATEWAY_HANG_GUARD).is_ok() {
+            return true;
         }
-        let _ = self.guard.kill();
+        let _ = self.0.kill();
         false
     }
 }
@@ -353,10 +311,7 @@ impl Fixture {
     }
 
     fn log(&self) -> String {
-        self.gateway
-            .as_ref()
-            .map(|g| std::fs::read_to_string(&g.log).unwrap_or_default())
-            .unwrap_or_default()
+        self.gateway.as_ref().map(|g| g.0.log()).unwrap_or_default()
     }
 }
 

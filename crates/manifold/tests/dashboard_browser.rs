@@ -14,13 +14,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{ChildGuard, fresh_dir, node, peers_dir, python, workspace_root};
+use manifold_testkit::{
+    ChildGuard, GatewayProcess, RawHttp, ServeCommand, fresh_dir, node, peers_dir, python,
+    workspace_root,
+};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -212,38 +214,12 @@ fn create_key(dir: &Path, config: &Path, name: &str, scopes: &str) -> String {
     key
 }
 
-struct Gateway {
-    guard: ChildGuard,
-    _stdout: BufReader<std::process::ChildStdout>,
-    url: String,
-}
-
-fn start_gateway(dir: &Path, config: &Path) -> Gateway {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-        "manifold serve printed {url:?}; its log:\n{}",
-        gateway_log(dir)
-    );
-    Gateway {
-        guard,
-        _stdout: stdout,
-        url,
-    }
+fn start_gateway(dir: &Path, config: &Path) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .log("gateway.log")
+        .start()
+        .unwrap()
 }
 
 fn gateway_log(dir: &Path) -> String {
@@ -252,18 +228,12 @@ fn gateway_log(dir: &Path) -> String {
     lines[lines.len().saturating_sub(60)..].join("\n")
 }
 
-/// The status code of `GET path` on `addr` (HTTP/1.1, no body read).
+/// The status code of `GET path` on `addr`.
 fn get_status(addr: &str, path: &str) -> Option<u16> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(HANG_GUARD)).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut status = String::new();
-    BufReader::new(stream).read_line(&mut status).ok()?;
-    status.split_whitespace().nth(1)?.parse().ok()
+    RawHttp::new(addr)
+        .get(path)
+        .ok()
+        .map(|response| response.status)
 }
 
 /// Waits until `/readyz` says every server is up.
@@ -385,23 +355,19 @@ fn in_a_real_browser_an_admin_runs_the_gateway_and_every_forged_or_stale_request
     let user = create_key(&dir, &config, "alice", "mcp");
 
     let gateway = start_gateway(&dir, &config);
-    let addr = gateway
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
+    let addr = gateway.authority().to_owned();
     wait_until_ready(&dir, &addr);
-    author_word_count(&dir, &gateway.url, &admin);
+    author_word_count(&dir, gateway.url(), &admin);
 
     let plan = json!({
         "dashboard": format!("http://{addr}/ui"),
-        "mcp": gateway.url,
+        "mcp": gateway.url(),
         "manifold": MANIFOLD,
         "adminName": "admin",
         "adminKey": admin,
         "userName": "alice",
         "userKey": user,
-        "gatewayPid": gateway.guard.pid(),
+        "gatewayPid": gateway.pid(),
         "webState": web_state,
         "configPath": config,
         "secret": SECRET,

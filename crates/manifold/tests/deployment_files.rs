@@ -262,24 +262,16 @@ async fn the_probed_paths_answer_on_the_admin_listener() {
         .replace("/var/lib/manifold", &dir.join("data").display().to_string());
     let file = dir.join("manifold.toml");
     std::fs::write(&file, local).unwrap();
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config", file.to_str().unwrap()])
+    let gateway = manifold_testkit::ServeCommand::new(MANIFOLD, &dir)
+        .config(&file)
         .env(
             "MANIFOLD_SESSION_KEY",
             "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
         )
         .env("HOME", &dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut gateway = manifold_testkit::ChildGuard::spawn(command).unwrap();
-    let mut stdout = std::io::BufReader::new(gateway.child_mut().stdout.take().unwrap());
-    let mut url = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut url).unwrap();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        .start()
+        .unwrap();
+    let http = manifold_testkit::http_client();
     for path in ["/healthz", "/readyz"] {
         let status = http
             .get(format!("http://127.0.0.1:{admin}{path}"))
@@ -289,5 +281,5 @@ async fn the_probed_paths_answer_on_the_admin_listener() {
             .status();
         assert!(status == 200 || status == 503, "{path}: {status}");
     }
-    drop(stdout);
+    drop(gateway);
 }

@@ -12,13 +12,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use manifold_testkit::{
-    ChildGuard, ScratchDir, free_port, node, peers_dir, python, spawn_http_peer, workspace_root,
+    ChildGuard, ScratchDir, ServeCommand, free_port, node, peers_dir, python, spawn_http_peer,
+    workspace_root,
 };
 use serde_json::{Value, json};
 
@@ -192,34 +192,6 @@ url = {py_url}
     )
 }
 
-/// `manifold serve` on the configuration; returns its guard, its stdout (kept open) and its URL.
-fn start_gateway(
-    dir: &Path,
-    config: &Path,
-) -> (ChildGuard, BufReader<std::process::ChildStdout>, String) {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:"),
-        "manifold serve printed {url:?}; its log:\n{}",
-        std::fs::read_to_string(dir.join("gateway.log")).unwrap_or_default()
-    );
-    (guard, stdout, url)
-}
-
 /// Which real client drives the gateway.
 #[derive(Debug, Clone, Copy)]
 enum Driver {
@@ -244,45 +216,27 @@ fn run_client(driver: Driver, plan: &Value) -> Value {
             c
         }
     };
-    command
-        .arg(plan.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::spawn(command).unwrap();
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < HANG_GUARD, "the client hung on {plan}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut out = String::new();
-    let mut err = String::new();
-    use std::io::Read;
-    child
-        .child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    serde_json::from_str(out.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("the client reported no JSON ({e}): {out}\n{err}"))
+    command.arg(plan.to_string());
+    let run = manifold_testkit::run_client(command, HANG_GUARD)
+        .unwrap_or_else(|e| panic!("the client hung on {plan}: {e}"));
+    run.report().unwrap_or_else(|| {
+        panic!(
+            "the client reported no JSON: {}\n{}",
+            run.stdout, run.stderr
+        )
+    })
 }
 
 /// Every row of the matrix for one client era, then a call cancelled while its question is open.
 async fn run_matrix(era: ClientEra, driver: Driver) {
     let dir = ScratchDir::new("era-fidelity").unwrap();
     let http = start_http_peers().await;
-    let config_path = dir.path().join("manifold.toml");
-    std::fs::write(&config_path, config(&dir.path().join("data"), &http)).unwrap();
-    let (gateway, _stdout, url) = start_gateway(dir.path(), &config_path);
+    let gateway = ServeCommand::new(MANIFOLD, dir.path())
+        .config_text(config(&dir.path().join("data"), &http))
+        .log("gateway.log")
+        .start()
+        .unwrap();
+    let url = gateway.url();
     let rows = matrix(era);
     let calls: Vec<Value> = rows
         .iter()

@@ -6,12 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{ChildGuard, ScratchDir, peers_dir, python};
+use manifold_testkit::{GatewayProcess, ScratchDir, ServeCommand, peers_dir, python};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -42,29 +41,18 @@ fn config(data: &Path, dialect: bool) -> String {
 }
 
 struct Served {
-    _guard: ChildGuard,
-    _stdout: BufReader<std::process::ChildStdout>,
+    _gateway: GatewayProcess,
     rpc: String,
 }
 
 fn serve(dir: &Path, config: &Path) -> Served {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.trim().ends_with("/mcp"), "serve printed {line:?}");
+    let gateway = ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .start()
+        .unwrap();
     Served {
-        _guard: guard,
-        _stdout: stdout,
-        rpc: line.trim().replace("/mcp", "/rpc"),
+        rpc: gateway.endpoint("/rpc"),
+        _gateway: gateway,
     }
 }
 
@@ -72,24 +60,16 @@ fn setup(name: &str, dialect: bool) -> (ScratchDir, std::path::PathBuf, Served, 
     let dir = ScratchDir::new(name).unwrap();
     let config_path = dir.path().join("manifold.toml");
     std::fs::write(&config_path, config(&dir.path().join("data"), dialect)).unwrap();
-    let out = Command::new(MANIFOLD)
-        .args(["keys", "create", "legacy-caller", "--config"])
-        .arg(&config_path)
-        .output()
+    let key = ServeCommand::new(MANIFOLD, dir.path())
+        .config(&config_path)
+        .create_key("legacy-caller", &[])
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     let served = serve(dir.path(), &config_path);
     (dir, config_path, served, key)
 }
 
 async fn rpc(url: &str, key: Option<&str>, body: Value) -> (u16, Value) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut request = reqwest::Client::new()
+    let mut request = manifold_testkit::http_client()
         .post(url)
         .header("content-type", "application/json")
         .body(body.to_string());
@@ -247,8 +227,7 @@ async fn a_body_past_the_endpoints_bound_is_refused_unread() {
     let (_dir, _config, served, key) = setup("metaforge-big", true);
     // One byte past manifold-server's MAX_BODY_BYTES (16 MiB), the bound /mcp has too.
     let big = format!("\"{}\"", "x".repeat(16 * 1024 * 1024));
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::Client::new()
+    let response = manifold_testkit::http_client()
         .post(&served.rpc)
         .header("authorization", format!("Bearer {key}"))
         .header("content-type", "application/json")

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use manifold_testkit::{GatewayProcess, ServeCommand};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -45,12 +46,8 @@ struct World {
 type Shared = Arc<Mutex<World>>;
 
 async fn serve_app(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://127.0.0.1:{port}")
+    let addr = manifold_testkit::serve_router(app).await.unwrap();
+    format!("http://{addr}")
 }
 
 async fn start_servers() -> Shared {
@@ -220,25 +217,6 @@ async fn token(State(world): State<Shared>, Form(form): Form<HashMap<String, Str
 
 // ------------------------------------------------------------------ the binary
 
-struct Serving {
-    child: Child,
-    url: String,
-    stderr: PathBuf,
-}
-
-impl Serving {
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn write_config(path: &Path, data_dir: &Path, world: &Shared, store_extra: &str) {
     let mcp_url = format!("{}/mcp", world.lock().unwrap().mcp_base);
     std::fs::write(
@@ -276,28 +254,15 @@ fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn serve(dir: &Path, config: &Path, run_name: &str, env: &[(&str, &str)]) -> Serving {
-    let stderr = dir.join(format!("{run_name}.stderr"));
-    let mut c = command(dir, &["serve", "--config", config.to_str().unwrap()]);
+/// `manifold serve` with `env` added, its stderr in `RUN_NAME.stderr`.
+fn serve(dir: &Path, config: &Path, run_name: &str, env: &[(&str, &str)]) -> GatewayProcess {
+    let mut serve = ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .log(&format!("{run_name}.stderr"));
     for (k, v) in env {
-        c.env(k, v);
+        serve = serve.env(k, v);
     }
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:"),
-        "{url:?}: {}",
-        std::fs::read_to_string(&stderr).unwrap_or_default()
-    );
-    Serving { child, url, stderr }
+    serve.start().unwrap()
 }
 
 /// `manifold login prot`, with this test as the browser: the authorization URL it prints is
@@ -408,8 +373,8 @@ async fn login_stores_sealed_tokens_that_serve_then_uses_without_asking() {
     );
 
     let s = serve(&dir, &config, "serve", &[]);
-    let (code, out, err) = whoami(&s.url, &dir);
-    assert_eq!(code, 0, "{err}\n{}", s.logs());
+    let (code, out, err) = whoami(s.url(), &dir);
+    assert_eq!(code, 0, "{err}\n{}", s.log());
     assert!(out.starts_with("whoami with mcp:read"), "{out}");
     let w = world.lock().unwrap();
     assert_eq!(w.authorizations, 1, "the gateway did not authorize again");
@@ -484,8 +449,8 @@ async fn old_token_files_are_imported_once_by_check_and_used_by_serve() {
     );
 
     let s = serve(&dir, &config, "serve", &[]);
-    let (code, out, err) = whoami(&s.url, &dir);
-    assert_eq!(code, 0, "{err}\n{}", s.logs());
+    let (code, out, err) = whoami(s.url(), &dir);
+    assert_eq!(code, 0, "{err}\n{}", s.log());
     assert_eq!(out.trim(), "whoami with mcp:read");
     assert_eq!(world.lock().unwrap().authorizations, 0);
 }
@@ -515,13 +480,13 @@ async fn tokens_sealed_with_another_key_are_refused_naming_the_key() {
         "serve",
         &[("MANIFOLD_TEST_TOKEN_KEY", key.as_str())],
     );
-    let (code, _, err) = run(&dir, &["call", &s.url, "prot__whoami"]);
+    let (code, _, err) = run(&dir, &["call", s.url(), "prot__whoami"]);
     assert_ne!(code, 0, "{err}");
     let deadline = Instant::now() + HANG_GUARD;
     let expected = "the stored OAuth tokens of server \\\"prot\\\" cannot be decrypted with the key from the environment variable MANIFOLD_TEST_TOKEN_KEY ([store] token_key); run `manifold login prot` again or restore the key";
     let plain = expected.replace("\\\"", "\"");
-    while !(s.logs().contains(expected) || s.logs().contains(&plain)) {
-        assert!(Instant::now() < deadline, "{}", s.logs());
+    while !(s.log().contains(expected) || s.log().contains(&plain)) {
+        assert!(Instant::now() < deadline, "{}", s.log());
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(

@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,7 +14,7 @@ use axum::Json;
 use axum::extract::{Path as UrlPath, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
-use manifold_testkit::{ChildGuard, ScratchDir, python, workspace_root};
+use manifold_testkit::{GatewayProcess, ScratchDir, ServeCommand, python, workspace_root};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -118,33 +117,15 @@ async fn start_api() -> String {
                 },
             ),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
+    let addr = manifold_testkit::serve_router(app).await.unwrap();
     format!("http://{addr}/v1")
 }
 
-fn serve(dir: &Path, config: &Path) -> (ChildGuard, BufReader<std::process::ChildStdout>, String) {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(
-        line.trim().ends_with("/mcp"),
-        "serve printed {line:?}: {}",
-        std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-    );
-    (guard, stdout, line.trim().to_owned())
+fn serve(dir: &Path, config: &Path) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .start()
+        .unwrap()
 }
 
 async fn python_client(url: &str, calls: Value) -> Value {
@@ -185,7 +166,8 @@ async fn each_operation_is_a_tool_that_calls_the_api_with_the_configured_headers
         ),
     )
     .unwrap();
-    let (_guard, _stdout, url) = serve(dir.path(), &config);
+    let gateway = serve(dir.path(), &config);
+    let url = gateway.url().to_owned();
 
     let calls = json!([
         {"name": "pets__listPets", "arguments": {"limit": 2}},
@@ -276,7 +258,8 @@ async fn without_the_key_the_api_refuses_and_the_tool_says_so() {
         ),
     )
     .unwrap();
-    let (_guard, _stdout, url) = serve(dir.path(), &config);
+    let gateway = serve(dir.path(), &config);
+    let url = gateway.url().to_owned();
     let report = python_client(&url, json!([{"name": "pets__listPets", "arguments": {}}])).await;
     let refused = &report["calls"]["pets__listPets"];
     assert_eq!(refused["isError"], true, "{refused}");

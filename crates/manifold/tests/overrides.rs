@@ -6,11 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{ChildGuard, ScratchDir, peers_dir, python};
+use manifold_testkit::{ChildGuard, ScratchDir, ServeCommand, peers_dir, python};
 use serde_json::Value;
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -84,18 +83,12 @@ annotations = ["destructiveHint"]
         ),
     )
     .unwrap();
-    let mut serve = Command::new(MANIFOLD);
-    serve
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.path().join("gateway.log")).unwrap());
-    let mut gateway = ChildGuard::spawn(serve).unwrap();
-    let mut stdout = std::io::BufReader::new(gateway.child_mut().stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    let url = url.trim().to_owned();
+    let gateway = ServeCommand::new(MANIFOLD, dir.path())
+        .config(&config)
+        .log("gateway.log")
+        .start()
+        .unwrap();
+    let url = gateway.url().to_owned();
 
     let listed = manifold(&["list", "tools", &url, "--json"]);
     let listed: Value = serde_json::from_str(&listed).unwrap_or_else(|e| panic!("{e}: {listed}"));

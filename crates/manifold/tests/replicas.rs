@@ -10,13 +10,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use manifold_testkit::{
-    ChildGuard, Postgres, ScratchDir, free_port, peers_dir, python, wait_for_port, workspace_root,
+    ChildGuard, GatewayProcess, Postgres, ScratchDir, ServeCommand, free_port, peers_dir, python,
+    wait_for_port, workspace_root,
 };
 use serde_json::{Value, json};
 
@@ -71,8 +71,7 @@ approvers = ["identity:ops"]
 }
 
 struct Replica {
-    _guard: ChildGuard,
-    _stdout: BufReader<std::process::ChildStdout>,
+    process: GatewayProcess,
     addr: String,
 }
 
@@ -89,42 +88,14 @@ fn replica_at(dir: &Path, name: &str, store: &str, listen: &str) -> Replica {
 fn replica_with(dir: &Path, name: &str, store: &str, listen: &str, extra: &str) -> Replica {
     let here = dir.join(name);
     std::fs::create_dir_all(&here).unwrap();
-    let config = here.join("manifold.toml");
-    std::fs::write(
-        &config,
-        self::config(&here.join("data"), store, listen, extra),
-    )
-    .unwrap();
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(&config)
-        .current_dir(&here)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(here.join("serve.log"))
-        .unwrap();
-    command.stderr(log);
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let url = line.trim();
-    assert!(
-        url.ends_with("/mcp"),
-        "{name} printed {url:?}: {}",
-        std::fs::read_to_string(here.join("serve.log")).unwrap_or_default()
-    );
+    let process = ServeCommand::new(MANIFOLD, &here)
+        .config_text(config(&here.join("data"), store, listen, extra))
+        .append_log()
+        .start()
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     Replica {
-        _guard: guard,
-        _stdout: stdout,
-        addr: url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_owned(),
+        addr: process.authority().to_owned(),
+        process,
     }
 }
 
@@ -509,23 +480,15 @@ async fn load_killing(session: &Session, victim: Replica, kill_at: Duration) -> 
         async move { load(&session, 4, Duration::from_secs(5)).await }
     });
     tokio::time::sleep(kill_at).await;
-    let Replica { _guard: guard, .. } = victim;
-    guard.kill().unwrap();
+    victim.process.kill().unwrap();
     loaded.await.unwrap()
 }
 
 fn new_key(config: &Path, name: &str) -> String {
-    let made = Command::new(MANIFOLD)
-        .args(["keys", "create", name, "--config"])
-        .arg(config)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    String::from_utf8(made.stdout).unwrap().trim().to_owned()
+    ServeCommand::new(MANIFOLD, config.parent().unwrap())
+        .config(config)
+        .create_key(name, &[])
+        .unwrap()
 }
 
 fn failures(made: &[Made]) -> Vec<String> {
@@ -601,14 +564,14 @@ async fn a_rolling_restart_under_load_fails_no_call() {
     for (i, name) in ["a", "b"].iter().enumerate() {
         // SIGTERM: the replica drains (new requests 503, which HAProxy sends elsewhere), then exits.
         let Some(Replica {
-            _guard: mut guard, ..
+            process: mut gateway,
+            ..
         }) = replicas[i].take()
         else {
             unreachable!()
         };
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(guard.pid()).unwrap());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let status = guard.child_mut().wait().unwrap();
+        gateway.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = gateway.wait_for_exit(HANG_GUARD).unwrap();
         assert!(status.success(), "{name} exited with {status}");
         replicas[i] = Some(replica_at(dir.path(), name, &store, &at(ports[i])));
         // Back in the pool once HAProxy's check sees it.

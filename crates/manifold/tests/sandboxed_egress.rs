@@ -5,9 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
+use manifold_testkit::{GatewayProcess, RawHttp, ServeCommand};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 
@@ -49,46 +51,21 @@ for line in sys.stdin:
     sys.stdout.flush()
 "#;
 
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-fn serve(dir: &Path, config: &str) -> Serving {
+fn serve(dir: &Path, config: &str) -> GatewayProcess {
     manifold_testkit::workspace_binary("manifold-sandbox", "manifold-sandbox-exec").unwrap();
-    let path = dir.join("manifold.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(MANIFOLD)
-        .args(["serve", "--config", path.to_str().unwrap()])
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
+    ServeCommand::new(MANIFOLD, dir)
+        .config_text(config)
         .env(
             "RUST_LOG",
             "warn,manifold_upstream=info,manifold_egress=info",
         )
         .env_remove("MANIFOLD_SANDBOX_FORCE_PROBE")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Serving { child, url }
+        .start()
+        .unwrap()
 }
 
 fn call(url: &str, tool: &str, arg: &str) -> String {
@@ -106,19 +83,7 @@ fn call(url: &str, tool: &str, arg: &str) -> String {
 
 /// The gateway's `/metrics` body.
 fn metrics(url: &str) -> String {
-    let authority = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap();
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
+    RawHttp::new(url).get("/metrics").unwrap().decoded_body()
 }
 
 /// An HTTP server on the host's 127.0.0.1 answering every request `hello`.
@@ -175,13 +140,13 @@ fn an_allow_server_reaches_its_listed_host_only_through_the_gateways_proxy() {
     let s = serve(&dir, &config);
     // `localhost.` is not in NO_PROXY, so urllib sends it to the proxy.
     let allowed = call(
-        &s.url,
+        s.url(),
         "boxed__fetch",
         &format!("http://localhost.:{port}/x"),
     );
     assert!(allowed.contains("200 hello"), "{allowed}");
     let refused = call(
-        &s.url,
+        s.url(),
         "boxed__fetch",
         &format!("http://other.invalid:{port}/x"),
     );
@@ -191,14 +156,14 @@ fn an_allow_server_reaches_its_listed_host_only_through_the_gateways_proxy() {
         )),
         "{refused}"
     );
-    let direct = call(&s.url, "boxed__direct", &port.to_string());
+    let direct = call(s.url(), "boxed__direct", &port.to_string());
     assert!(direct.contains("EACCES"), "{direct}");
-    let plain = call(&s.url, "plain__direct", &port.to_string());
+    let plain = call(s.url(), "plain__direct", &port.to_string());
     assert!(
         plain.contains("connected"),
         "unsandboxed it connects: {plain}"
     );
-    let text = metrics(&s.url);
+    let text = metrics(s.url());
     for decision in ["allowed", "refused_host"] {
         let series = format!(
             "manifold_sandbox_egress_total{{upstream=\"boxed\",decision=\"{decision}\"}} 1"

@@ -7,9 +7,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
+use manifold_testkit::{GatewayProcess, RawHttp, ServeCommand};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 
@@ -39,29 +40,17 @@ for line in sys.stdin:
     sys.stdout.flush()
 "#;
 
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
 /// Starts `manifold serve` with `config`, the launcher built beside the binary.
-fn serve(dir: &Path, config: &str) -> Serving {
+fn serve(dir: &Path, config: &str) -> GatewayProcess {
     serve_forced(dir, config, None)
 }
 
 /// As `serve`, with the sandbox probe's answer forced to `forced` when given.
-fn serve_forced(dir: &Path, config: &str, forced: Option<&str>) -> Serving {
+fn serve_forced(dir: &Path, config: &str, forced: Option<&str>) -> GatewayProcess {
     let launcher =
         manifold_testkit::workspace_binary("manifold-sandbox", "manifold-sandbox-exec").unwrap();
     assert_eq!(
@@ -73,31 +62,15 @@ fn serve_forced(dir: &Path, config: &str, forced: Option<&str>) -> Serving {
 }
 
 /// `manifold serve` from `binary` (a copy without the launcher beside it, for one test).
-fn serve_binary(binary: &Path, dir: &Path, config: &str, forced: Option<&str>) -> Serving {
-    let path = dir.join("manifold.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut command = Command::new(binary);
-    command
-        .args(["serve", "--config", path.to_str().unwrap()])
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
+fn serve_binary(binary: &Path, dir: &Path, config: &str, forced: Option<&str>) -> GatewayProcess {
+    let mut serve = ServeCommand::new(binary, dir)
+        .config_text(config)
         .env("RUST_LOG", "warn,manifold_upstream=info")
         .env_remove("MANIFOLD_SANDBOX_FORCE_PROBE");
     if let Some(forced) = forced {
-        command.env("MANIFOLD_SANDBOX_FORCE_PROBE", forced);
+        serve = serve.env("MANIFOLD_SANDBOX_FORCE_PROBE", forced);
     }
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Serving { child, url }
+    serve.start().unwrap()
 }
 
 fn client(args: &[&str]) -> (i32, String, String) {
@@ -186,7 +159,7 @@ fn node_and_python_peers_list_and_answer_under_strict_from_their_own_entry_point
         repo = path_str(&repo),
     );
     let s = serve(&dir, &config);
-    let (code, out, err) = client(&["list", "tools", &s.url]);
+    let (code, out, err) = client(&["list", "tools", s.url()]);
     assert_eq!(code, 0, "{err}");
     for tool in [
         "memory__create_entities",
@@ -198,7 +171,7 @@ fn node_and_python_peers_list_and_answer_under_strict_from_their_own_entry_point
     }
     let (code, out, err) = client(&[
         "call",
-        &s.url,
+        s.url(),
         "memory__create_entities",
         "--json",
         r#"{"entities":[{"name":"sandbox","entityType":"test","observations":["inside"]}]}"#,
@@ -209,7 +182,7 @@ fn node_and_python_peers_list_and_answer_under_strict_from_their_own_entry_point
     assert!(text.contains("\"inside\""), "{text}");
     let (code, out, err) = client(&[
         "call",
-        &s.url,
+        s.url(),
         "time__get_current_time",
         "--arg",
         "timezone=UTC",
@@ -218,7 +191,7 @@ fn node_and_python_peers_list_and_answer_under_strict_from_their_own_entry_point
     assert!(out.contains("UTC"), "{out}");
     // The repository named on the command line is readable inside.
     let repo_arg = format!("repo_path={}", path_str(&repo));
-    let (code, out, err) = client(&["call", &s.url, "git__git_log", "--arg", &repo_arg]);
+    let (code, out, err) = client(&["call", s.url(), "git__git_log", "--arg", &repo_arg]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("sandboxed commit"), "{out}");
 }
@@ -280,7 +253,7 @@ fn sdk_and_reference_servers_list_and_answer_under_strict_from_the_defaults_tabl
         ("fs__list_allowed_directories", &[], "allowed"),
     ];
     for (tool, args, expected) in calls {
-        let mut argv = vec!["call", s.url.as_str(), tool];
+        let mut argv = vec!["call", s.url(), tool];
         argv.extend_from_slice(args);
         let (code, out, err) = client(&argv);
         assert_eq!(code, 0, "{tool}: {out}\n{err}");
@@ -318,11 +291,11 @@ fn a_file_outside_the_workspace_is_refused_by_strict_and_by_the_default_and_read
     );
     let s = serve(&dir, &config);
     let path_arg = format!("path={}", path_str(&secret));
-    let (code, out, err) = client(&["call", &s.url, "loud__read", "--arg", &path_arg]);
+    let (code, out, err) = client(&["call", s.url(), "loud__read", "--arg", &path_arg]);
     assert_eq!((code, out.trim()), (0, "the-secret-value"), "{err}");
     for name in ["boxed", "plain"] {
         let tool = format!("{name}__read");
-        let (code, out, err) = client(&["call", &s.url, &tool, "--arg", &path_arg]);
+        let (code, out, err) = client(&["call", s.url(), &tool, "--arg", &path_arg]);
         assert_eq!(code, 2, "{name}: {out}\n{err}");
         assert!(!out.contains("the-secret-value") && !err.contains("the-secret-value"));
         assert!(
@@ -395,49 +368,30 @@ fn health_when(url: &str, name: &str, states: &[&str]) -> serde_json::Value {
 
 /// A plain GET on the gateway's listener: status line and body.
 fn get(url: &str, path: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let authority = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap();
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (
-        head.lines().next().unwrap_or_default().to_owned(),
-        body.to_owned(),
-    )
+    let response = RawHttp::new(url).get(path).unwrap();
+    (response.status_line.clone(), response.decoded_body())
 }
 
 /// A stateless (2026-07-28) `tools/call` of `tool` over a raw connection; the response body.
 fn call_raw(url: &str, tool: &str) -> String {
-    use std::io::{Read, Write};
-    let authority = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap();
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
     );
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or(response)
+    RawHttp::new(url)
+        .request(
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", tool),
+            ],
+            &body,
+        )
+        .unwrap()
+        .body
 }
 
 fn reader_script(dir: &Path) -> (PathBuf, PathBuf) {
@@ -463,7 +417,7 @@ fn a_forced_fallback_tier_is_reported_degraded_in_health_metrics_and_readyz_but_
         scripts = path_str(&scripts),
     );
     let s = serve_forced(&dir, &config, Some("no-userns,landlock-abi=1"));
-    let h = health_when(&s.url, "fallback", &["up"]);
+    let h = health_when(s.url(), "fallback", &["up"]);
     let sandbox = &upstream(&h, "fallback")["sandbox"];
     assert_eq!(sandbox["profile"], "strict", "{h}");
     assert_eq!(sandbox["degraded"], true, "{h}");
@@ -500,14 +454,14 @@ fn a_forced_fallback_tier_is_reported_degraded_in_health_metrics_and_readyz_but_
 
     // The server still answers, and Landlock (ABI 1 is enough for this) still hides the secret.
     let path_arg = format!("path={}", path_str(&secret));
-    let (_, out, err) = client(&["call", &s.url, "fallback__read", "--arg", &path_arg]);
+    let (_, out, err) = client(&["call", s.url(), "fallback__read", "--arg", &path_arg]);
     assert!(
         format!("{out}{err}").contains("refused: Permission denied")
             && !out.contains("the-secret-value"),
         "{out}\n{err}"
     );
 
-    let (status, metrics) = get(&s.url, "/metrics");
+    let (status, metrics) = get(s.url(), "/metrics");
     assert!(status.contains("200"), "{status}");
     for (series, value) in [
         (
@@ -529,7 +483,7 @@ fn a_forced_fallback_tier_is_reported_degraded_in_health_metrics_and_readyz_but_
         );
     }
 
-    let (status, body) = get(&s.url, "/readyz");
+    let (status, body) = get(s.url(), "/readyz");
     assert!(
         status.contains("200"),
         "a degraded sandbox is still ready: {status}\n{body}"
@@ -556,7 +510,7 @@ fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_ar
         scripts = path_str(&scripts),
     );
     let s = serve_forced(&dir, &config, Some("no-userns"));
-    let h = health_when(&s.url, "needs-ns", &["down", "crash-loop"]);
+    let h = health_when(s.url(), "needs-ns", &["down", "crash-loop"]);
     let u = upstream(&h, "needs-ns");
     let last = u["lastError"].as_str().unwrap_or_default();
     assert!(
@@ -575,7 +529,7 @@ fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_ar
     // says why the server is down.
     let (code, out, err) = client(&[
         "call",
-        &s.url,
+        s.url(),
         "needs-ns__read",
         "--arg",
         "path=/etc/hostname",
@@ -586,7 +540,7 @@ fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_ar
         "{out}\n{err}"
     );
     // Through the gateway directly, the refusal says which server is not running, and why.
-    let answer = call_raw(&s.url, "needs-ns__read");
+    let answer = call_raw(s.url(), "needs-ns__read");
     assert!(
         answer.contains("unknown tool \\\"needs-ns__read\\\"")
             && answer.contains("the server \\\"needs-ns\\\" that would offer it is not running")
@@ -599,7 +553,7 @@ fn a_server_requiring_namespaces_is_refused_with_the_kernels_answer_when_they_ar
             .any(|l| l.contains("needs-ns") && l.contains("Namespaces is not enforced")),
         "{log}"
     );
-    let (status, body) = get(&s.url, "/readyz");
+    let (status, body) = get(s.url(), "/readyz");
     assert!(status.contains("503"), "{status}\n{body}");
     assert!(body.contains("Namespaces is not enforced"), "{body}");
 }
@@ -625,11 +579,11 @@ fn a_directory_named_on_the_command_line_is_readable_but_not_writable_under_stri
     );
     let s = serve(&dir, &config);
     let note = format!("path={}", path_str(&shared.join("note.txt")));
-    let (code, out, err) = client(&["call", &s.url, "fs__read_text_file", "--arg", &note]);
+    let (code, out, err) = client(&["call", s.url(), "fs__read_text_file", "--arg", &note]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("from-the-host"), "{out}");
     let written = shared.join("new.txt");
-    let (code, out, err) = write_file(&s.url, &written, "x");
+    let (code, out, err) = write_file(s.url(), &written, "x");
     assert_ne!(
         code, 0,
         "a write to a read-only argument dir succeeded:\n{out}\n{err}"
@@ -674,7 +628,7 @@ fn a_read_write_directory_takes_the_servers_writes() {
     );
     let s = serve(&dir, &config);
     let written = shared.join("new.txt");
-    let (code, out, err) = write_file(&s.url, &written, "written-inside");
+    let (code, out, err) = write_file(s.url(), &written, "written-inside");
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(std::fs::read_to_string(&written).unwrap(), "written-inside");
     let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
@@ -720,7 +674,7 @@ fn without_the_launcher_the_default_profile_runs_unsandboxed_and_says_so_and_str
         scripts = path_str(&scripts),
     );
     let s = serve_binary(&binary, &dir, &config, None);
-    let h = health_when(&s.url, "plain", &["up"]);
+    let h = health_when(s.url(), "plain", &["up"]);
     let sandbox = &upstream(&h, "plain")["sandbox"];
     assert_eq!(
         (&sandbox["profile"], &sandbox["degraded"]),
@@ -740,10 +694,10 @@ fn without_the_launcher_the_default_profile_runs_unsandboxed_and_says_so_and_str
     }
     // Unsandboxed indeed: it reads what a sandbox hides.
     let path_arg = format!("path={}", path_str(&secret));
-    let (code, out, err) = client(&["call", &s.url, "plain__read", "--arg", &path_arg]);
+    let (code, out, err) = client(&["call", s.url(), "plain__read", "--arg", &path_arg]);
     assert_eq!((code, out.trim()), (0, "the-secret-value"), "{err}");
     // A written profile is not relaxed: that server is refused, naming the launcher.
-    let h = health_when(&s.url, "boxed", &["down", "failed", "restarting"]);
+    let h = health_when(s.url(), "boxed", &["down", "failed", "restarting"]);
     let boxed = upstream(&h, "boxed");
     assert!(
         boxed.to_string().contains("manifold-sandbox-exec"),
@@ -784,10 +738,10 @@ fn the_default_profile_lets_a_server_write_the_dir_its_command_line_names() {
     );
     let s = serve(&dir, &config);
     let written = notes.join("new.txt");
-    let (code, out, err) = write_file(&s.url, &written, "written-inside");
+    let (code, out, err) = write_file(s.url(), &written, "written-inside");
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(std::fs::read_to_string(&written).unwrap(), "written-inside");
-    let h = health_when(&s.url, "fs", &["up"]);
+    let h = health_when(s.url(), "fs", &["up"]);
     let sandbox = &upstream(&h, "fs")["sandbox"];
     assert_eq!(
         (&sandbox["profile"], &sandbox["degraded"]),

@@ -5,29 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use manifold_testkit::{GatewayProcess, McpSession, ServeCommand};
 use sha2::{Digest, Sha256};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 /// How long a revocation may take to reach a running gateway in these tests (the gateway's own
 /// bound, `KEY_REFRESH_INTERVAL`, is one second; the rest is slack for a loaded machine).
 const REVOCATION_PATIENCE: Duration = Duration::from_secs(20);
-
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn setup(name: &str) -> (PathBuf, PathBuf) {
     let dir = manifold_testkit::fresh_dir(&format!("store-cli-{name}")).unwrap();
@@ -63,46 +51,22 @@ fn ok(out: &std::process::Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-fn serve(dir: &Path, config: &Path) -> Serving {
-    let mut child = Command::new(MANIFOLD)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.join("serve.log")).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.starts_with("http://127.0.0.1:"),
-        "{url:?}: {}",
-        std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-    );
-    Serving { child, url }
+fn serve(dir: &Path, config: &Path) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .start()
+        .unwrap()
 }
 
 /// The HTTP status of an `initialize` sent with `key`.
 async fn status_with(url: &str, key: &str) -> u16 {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"store-cli","version":"1"}}}"#;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-        .post(url)
-        .header("authorization", format!("Bearer {key}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body)
-        .send()
+    McpSession::options(url)
+        .client_info("store-cli", "1")
+        .bearer(key)
+        .initialize()
         .await
         .unwrap()
-        .status()
-        .as_u16()
+        .status
 }
 
 /// Writes an `api-keys.json` as earlier versions did, holding one key; returns the key.
@@ -174,9 +138,9 @@ async fn an_old_key_file_is_imported_once_and_its_key_still_works() {
     assert_eq!(listed_names(&dir, &config), ["old-alice"]);
 
     let s = serve(&dir, &config);
-    assert_eq!(status_with(&s.url, &key).await, 200);
+    assert_eq!(status_with(s.url(), &key).await, 200);
     let wrong = format!("mfk_0123456789abcdef_{}", "6".repeat(64));
-    assert_eq!(status_with(&s.url, &wrong).await, 401);
+    assert_eq!(status_with(s.url(), &wrong).await, 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,11 +163,11 @@ async fn keys_work_beside_a_running_gateway_and_a_second_gateway_is_refused() {
     let key = ok(&manifold(&dir, &["keys", "create", "bob", "--config", c]))
         .trim()
         .to_owned();
-    assert_eq!(status_with(&s.url, &key).await, 200);
+    assert_eq!(status_with(s.url(), &key).await, 200);
 
     ok(&manifold(&dir, &["keys", "revoke", "bob", "--config", c]));
     let started = Instant::now();
-    while status_with(&s.url, &key).await != 401 {
+    while status_with(s.url(), &key).await != 401 {
         assert!(
             started.elapsed() < REVOCATION_PATIENCE,
             "a revoked key still works through the running gateway"

@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -15,22 +13,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use manifold_testkit::{GatewayProcess, McpSession, ServeCommand};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
-const MODERN: &str = "2026-07-28";
-
-struct Serving {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The `Authorization` header of every `tools/call` an upstream received (`None`: no header).
 #[derive(Clone, Default)]
@@ -70,83 +56,38 @@ async fn record(State(r): State<Recorder>, headers: HeaderMap, body: String) -> 
 }
 
 async fn serve_on_loopback(app: Router) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
+    manifold_testkit::serve_router(app).await.unwrap().port()
 }
 
 fn temp_dir(name: &str) -> PathBuf {
     manifold_testkit::fresh_dir(&format!("token-passthrough-{name}")).unwrap()
 }
 
-fn manifold(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("XDG_DATA_HOME", dir.join("xdg"));
-    command
-}
-
 /// `manifold keys create NAME`: the key, printed once.
 fn create_key(dir: &Path, config: &Path, name: &str) -> String {
-    let out = manifold(
-        dir,
-        &["keys", "create", name, "--config", config.to_str().unwrap()],
-    )
-    .output()
-    .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .create_key(name, &[])
+        .unwrap()
 }
 
-fn serve(dir: &Path, config: &Path) -> Serving {
-    let mut child = manifold(dir, &["serve", "--config", config.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    Serving { child, url }
+fn serve(dir: &Path, config: &Path) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .start()
+        .unwrap()
 }
 
 /// One stateless (2026-07-28) `tools/call` with `Authorization: Bearer KEY`.
 async fn call(url: &str, key: &str, tool: &str) -> Value {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "token-passthrough", "version": "1"}
-        }
-    }});
-    let response = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .header("authorization", format!("Bearer {key}"))
-        .body(body.to_string())
-        .send()
+    McpSession::options(url)
+        .client_info("token-passthrough", "1")
+        .accept("application/json")
+        .bearer(key)
+        .modern()
+        .call_tool(tool, json!({}))
         .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,7 +127,7 @@ async fn only_a_passthrough_server_receives_the_callers_own_token() {
         (&bob, "pass__probe"),
         (&alice, "keep__probe"),
     ] {
-        let answer = call(&gateway.url, key, tool).await;
+        let answer = call(gateway.url(), key, tool).await;
         assert_eq!(
             answer["result"]["content"][0]["text"], "recorded",
             "{answer}"

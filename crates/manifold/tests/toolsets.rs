@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use manifold_testkit::{ChildGuard, ScratchDir, peers_dir, python, workspace_root};
+use manifold_testkit::{
+    GatewayProcess, McpSession, ScratchDir, ServeCommand, peers_dir, python, run_client,
+    workspace_root,
+};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
@@ -57,36 +59,11 @@ tools = ["b__echo"]
     )
 }
 
-struct Served {
-    _guard: ChildGuard,
-    _stdout: BufReader<std::process::ChildStdout>,
-    base: String,
-}
-
-fn serve(dir: &Path, config: &Path) -> Served {
-    let mut command = Command::new(MANIFOLD);
-    command
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap());
-    let mut guard = ChildGuard::spawn(command).unwrap();
-    let mut stdout = BufReader::new(guard.child_mut().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let url = line.trim().to_owned();
-    assert!(
-        url.ends_with("/mcp"),
-        "serve printed {url:?}: {}",
-        std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-    );
-    Served {
-        _guard: guard,
-        _stdout: stdout,
-        base: url.trim_end_matches("/mcp").to_owned(),
-    }
+fn serve(dir: &Path, config: &Path) -> GatewayProcess {
+    ServeCommand::new(MANIFOLD, dir)
+        .config(config)
+        .start()
+        .unwrap()
 }
 
 /// The Python SDK client's report for `target` in `mode` (listing only).
@@ -94,23 +71,13 @@ fn python_client(label: &str, target: Value, mode: &str) -> Value {
     let script = workspace_root().join("crates/manifold/tests/clients/py_client.py");
     let plan = json!({"target": target, "mode": mode, "calls": [], "answers": {"name": "-", "sampled": "-", "model": "-"}});
     let mut command = Command::new(python().unwrap());
-    command
-        .arg(script)
-        .arg(plan.to_string())
-        .stdin(Stdio::null());
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(command.output());
-    });
-    let out = finished
-        .recv_timeout(CLIENT_HANG_GUARD)
-        .unwrap_or_else(|_| panic!("{label}: the client hung"))
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{label}: {stdout}\n{stderr}");
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{label}: {e}: {stdout}\n{stderr}"))
+    command.arg(script).arg(plan.to_string());
+    let run = run_client(command, CLIENT_HANG_GUARD)
+        .unwrap_or_else(|e| panic!("{label}: the client hung: {e}"));
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert!(run.status.success(), "{label}: {stdout}\n{stderr}");
+    run.report()
+        .unwrap_or_else(|| panic!("{label}: no JSON report: {stdout}\n{stderr}"))
 }
 
 fn tools(report: &Value) -> Vec<String> {
@@ -148,7 +115,7 @@ fn a_client_at_a_sets_endpoint_sees_only_the_set_in_both_eras_and_over_stdio() {
 
     let everything = tools(&python_client(
         "all",
-        json!({"url": format!("{}/mcp", served.base)}),
+        json!({"url": format!("{}/mcp", served.base())}),
         "legacy",
     ));
     assert!(
@@ -159,7 +126,7 @@ fn a_client_at_a_sets_endpoint_sees_only_the_set_in_both_eras_and_over_stdio() {
     for mode in ["legacy", "auto"] {
         let only_a = tools(&python_client(
             mode,
-            json!({"url": format!("{}/mcp/only-a", served.base)}),
+            json!({"url": format!("{}/mcp/only-a", served.base())}),
             mode,
         ));
         assert_only(mode, &only_a, "a__", &[]);
@@ -168,7 +135,7 @@ fn a_client_at_a_sets_endpoint_sees_only_the_set_in_both_eras_and_over_stdio() {
 
         let echo = tools(&python_client(
             mode,
-            json!({"url": format!("{}/mcp/echo", served.base)}),
+            json!({"url": format!("{}/mcp/echo", served.base())}),
             mode,
         ));
         assert_only(mode, &echo, "-", &["b__echo"]);
@@ -192,26 +159,20 @@ async fn an_unknown_set_is_refused_at_every_door_and_sse_posts_stay_in_the_set()
     let config_path = dir.path().join("manifold.toml");
     std::fs::write(&config_path, config(&dir.path().join("data"))).unwrap();
     let served = serve(dir.path(), &config_path);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::new();
+    let http = manifold_testkit::http_client();
 
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let refused = http
-        .post(format!("{}/mcp/nope", served.base))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(initialize.to_string())
-        .send()
+    let refused = McpSession::options(format!("{}/mcp/nope", served.base()))
+        .client_info("t", "1")
+        .initialize()
         .await
         .unwrap();
-    assert_eq!(refused.status(), 404);
-    let body = refused.text().await.unwrap();
+    assert_eq!(refused.status, 404);
+    let body = refused.body;
     assert!(body.contains("there is no tool set \\\"nope\\\""), "{body}");
 
     // The legacy SSE stream of a set names the set's message endpoint.
     let mut stream = http
-        .get(format!("{}/sse/echo", served.base))
+        .get(format!("{}/sse/echo", served.base()))
         .header("accept", "text/event-stream")
         .send()
         .await

@@ -25,8 +25,7 @@ async fn a_foreign_origin_is_403_on_every_endpoint_and_loopback_or_no_origin_pas
     assert_eq!(body["error"]["code"], -32007);
     assert!(body["id"].is_null());
     let sse = live
-        .http
-        .get(format!("{}/sse", live.base))
+        .get("/sse")
         .header("origin", "http://evil.example")
         .send()
         .await
@@ -143,7 +142,7 @@ async fn past_the_session_bound_idle_sessions_make_room_and_busy_ones_refuse_wit
     let third = live.initialize("{}").await; // evicts an idle one
     // An evicted session is not ended: its sealed id brings it back (evicting another idle one).
     for sid in [&first, &second, &third] {
-        let r = live.session_post(sid, ping).send().await.unwrap();
+        let r = live.session_send(sid, ping).await;
         assert_eq!(r.status(), 200);
     }
     // Two sessions holding streams open cannot be evicted: a third is refused.
@@ -193,18 +192,12 @@ async fn past_the_stream_bound_a_session_gets_429() {
     let _ = open.next().await.unwrap();
     let r = get().await.unwrap();
     assert_eq!(r.status(), 429);
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.1,"steps":1},"_meta":{"progressToken":1}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.1,"steps":1},"_meta":{"progressToken":1}}}"#).await;
     assert_eq!(r.status(), 429);
     // JSON replies need no stream and still work.
     let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#)
-        .send()
-        .await
-        .unwrap();
+        .session_send(&sid, r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#)
+        .await;
     assert_eq!(r.status(), 200);
     live.stop().await;
 }
@@ -219,11 +212,7 @@ async fn the_resumption_buffer_keeps_only_its_newest_events() {
     })
     .await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.3,"steps":3},"_meta":{"progressToken":1}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.3,"steps":3},"_meta":{"progressToken":1}}}"#).await;
     let mut events = Events::of(r);
     let priming = events.next().await.unwrap().id.unwrap();
     drop(events);
@@ -285,7 +274,7 @@ async fn listen_streams_and_http_sse_sessions_past_their_bounds_get_503() {
     let second = listen(2).await.unwrap();
     assert_eq!(second.status(), 503);
     assert_eq!(json_of(second).await["error"]["code"], -32006);
-    let sse = || live.http.get(format!("{}/sse", live.base)).send();
+    let sse = || live.get("/sse").send();
     let open = sse().await.unwrap();
     assert_eq!(open.status(), 200);
     let mut open = Events::of(open);
@@ -354,8 +343,7 @@ async fn a_post_that_is_not_json_is_415_on_every_json_rpc_endpoint_and_says_what
         assert_eq!(r.status(), 200, "{ct}");
     }
     let metrics = live
-        .http
-        .get(format!("{}/metrics", live.base))
+        .get("/metrics")
         .send()
         .await
         .unwrap()

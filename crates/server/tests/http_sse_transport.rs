@@ -11,8 +11,7 @@ use live_server::*;
 async fn the_stream_opens_with_the_endpoint_and_carries_every_reply() {
     let live = start().await;
     let r = live
-        .http
-        .get(format!("{}/sse", live.base))
+        .get("/sse")
         .header("accept", "text/event-stream")
         .send()
         .await

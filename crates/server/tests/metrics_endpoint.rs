@@ -21,8 +21,7 @@ async fn metrics_are_served_beside_mcp_and_count_host_refusals() {
         .unwrap();
     assert_eq!(r.status(), 403);
     let r = live
-        .http
-        .get(format!("{}/metrics", live.base))
+        .get("/metrics")
         .header("host", "scraper.internal")
         .send()
         .await
@@ -46,12 +45,7 @@ async fn with_an_admin_listener_metrics_are_served_only_there() {
     })
     .await;
     let admin = format!("http://{}", live.server.admin_addr().unwrap());
-    let on_mcp = live
-        .http
-        .get(format!("{}/metrics", live.base))
-        .send()
-        .await
-        .unwrap();
+    let on_mcp = live.get("/metrics").send().await.unwrap();
     assert_eq!(on_mcp.status(), 404);
     for (path, starts) in [
         ("/metrics", "# HELP "),

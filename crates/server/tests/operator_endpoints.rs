@@ -4,15 +4,13 @@
 
 mod live_server;
 
-use live_server::{gateway, json_of, peer_def, serve, start};
+use live_server::{json_of, peer_def, start, start_with};
 
 #[tokio::test]
 async fn healthz_answers_ok_even_under_a_foreign_host_name() {
     let live = start().await;
-    let base = live.url.trim_end_matches("/mcp").to_owned();
     let r = live
-        .http
-        .get(format!("{base}/healthz"))
+        .get("/healthz")
         .header("host", "pod-10-0-0-7.internal")
         .send()
         .await
@@ -35,13 +33,7 @@ async fn healthz_answers_ok_even_under_a_foreign_host_name() {
 #[tokio::test]
 async fn readyz_is_ready_when_every_upstream_is_up() {
     let live = start().await;
-    let base = live.url.trim_end_matches("/mcp").to_owned();
-    let r = live
-        .http
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let r = live.get("/readyz").send().await.unwrap();
     assert_eq!(r.status(), 200);
     let body = json_of(r).await;
     assert_eq!(body["ready"], true);
@@ -51,22 +43,12 @@ async fn readyz_is_ready_when_every_upstream_is_up() {
 
 #[tokio::test]
 async fn readyz_names_the_upstream_that_is_down_and_why() {
-    let live = serve(
-        gateway(vec![
-            peer_def("good", &[]),
-            peer_def("dead", &["--behaviour", "exit-before-handshake"]),
-        ])
-        .await,
-        |_| {},
-    )
+    let live = start_with(vec![
+        peer_def("good", &[]),
+        peer_def("dead", &["--behaviour", "exit-before-handshake"]),
+    ])
     .await;
-    let base = live.url.trim_end_matches("/mcp").to_owned();
-    let r = live
-        .http
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let r = live.get("/readyz").send().await.unwrap();
     assert_eq!(r.status(), 503);
     let body = json_of(r).await;
     assert_eq!(body["ready"], false);

@@ -18,7 +18,7 @@ async fn a_session_minted_by_one_server_is_served_by_another_with_the_same_key_o
     let stranger = serve(gw.clone(), |s| s.session_key = key(2)).await;
     let sid = minting.initialize(r#"{"elicitation":{}}"#).await;
 
-    let r = replica.session_post(&sid, LIST).send().await.unwrap();
+    let r = replica.session_send(&sid, LIST).await;
     assert_eq!(r.status(), 200);
     let body = json_of(r).await;
     assert!(
@@ -30,19 +30,19 @@ async fn a_session_minted_by_one_server_is_served_by_another_with_the_same_key_o
     );
     // What the client declared travelled in the id: the replica knows its revision and info.
     let health = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"manifold_health","arguments":{}}}"#;
-    let body = json_of(replica.session_post(&sid, health).send().await.unwrap()).await;
+    let body = json_of(replica.session_send(&sid, health).await).await;
     let client = &body["result"]["structuredContent"]["client"];
     assert_eq!(client["revision"], "2025-11-25");
     assert_eq!(client["info"]["name"], "raw-test");
 
-    let r = stranger.session_post(&sid, LIST).send().await.unwrap();
+    let r = stranger.session_send(&sid, LIST).await;
     assert_eq!(r.status(), 404);
 
     let mut tampered = sid.clone().into_bytes();
     let i = tampered.len() - 5;
     tampered[i] = if tampered[i] == b'a' { b'b' } else { b'a' };
     let tampered = String::from_utf8(tampered).unwrap();
-    let r = minting.session_post(&tampered, LIST).send().await.unwrap();
+    let r = minting.session_send(&tampered, LIST).await;
     assert_eq!(r.status(), 404);
 
     for s in [minting, replica, stranger] {
@@ -62,7 +62,7 @@ async fn a_restarted_server_with_the_stored_key_keeps_its_sessions() {
     before.server.shutdown().await;
     let reloaded = manifold_server::SessionKey::load_or_create(&path).unwrap();
     let after = serve(gw.clone(), |s| s.session_key = reloaded).await;
-    let r = after.session_post(&sid, LIST).send().await.unwrap();
+    let r = after.session_send(&sid, LIST).await;
     assert_eq!(r.status(), 200);
     after.server.shutdown().await;
     gw.shutdown().await;

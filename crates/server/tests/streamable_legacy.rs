@@ -83,7 +83,7 @@ async fn notifications_and_responses_are_accepted_with_202_and_no_body() {
         r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#,
         r#"{"jsonrpc":"2.0","id":"nobody-asked","result":{}}"#,
     ] {
-        let r = live.session_post(&sid, body).send().await.unwrap();
+        let r = live.session_send(&sid, body).await;
         assert_eq!(r.status(), 202, "{body}");
         assert!(r.bytes().await.unwrap().is_empty());
     }
@@ -95,10 +95,8 @@ async fn ping_answers_an_empty_object() {
     let live = start().await;
     let sid = live.initialize("{}").await;
     let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
-        .send()
-        .await
-        .unwrap();
+        .session_send(&sid, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+        .await;
     assert_eq!(r.status(), 200);
     assert_eq!(
         r.text().await.unwrap(),
@@ -154,7 +152,7 @@ async fn a_missing_session_is_400_and_an_unknown_one_is_404() {
         "not-a-session",
         "k9.xyz",
     ] {
-        let r = live.session_post(bogus, list).send().await.unwrap();
+        let r = live.session_send(bogus, list).await;
         assert_eq!(r.status(), 404, "{bogus}");
         assert_eq!(json_of(r).await["error"]["code"], -32008);
     }
@@ -173,18 +171,11 @@ async fn delete_ends_a_session_for_good() {
     };
     assert_eq!(delete().send().await.unwrap().status(), 204);
     let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#)
-        .send()
-        .await
-        .unwrap();
+        .session_send(&sid, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#)
+        .await;
     assert_eq!(r.status(), 404);
     assert_eq!(delete().send().await.unwrap().status(), 404);
-    let get = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream");
-    assert_eq!(get.send().await.unwrap().status(), 404);
+    assert_eq!(live.get_stream(&sid, None).await.status(), 404);
     live.stop().await;
 }
 
@@ -192,11 +183,7 @@ async fn delete_ends_a_session_for_good() {
 async fn a_tool_call_answers_json_when_nothing_comes_before_its_result() {
     let live = start().await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"SERVER__echo","arguments":{"message":"hello"}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"SERVER__echo","arguments":{"message":"hello"}}}"#).await;
     assert_eq!(r.status(), 200);
     assert_eq!(content_type(&r), "application/json");
     let body = json_of(r).await;
@@ -209,11 +196,7 @@ async fn a_tool_call_answers_json_when_nothing_comes_before_its_result() {
 async fn a_progress_token_gets_an_sse_reply_with_ids_progress_and_the_result() {
     let live = start().await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.1,"steps":3},"_meta":{"progressToken":"p7"}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.1,"steps":3},"_meta":{"progressToken":"p7"}}}"#).await;
     assert_eq!(r.status(), 200);
     let mut events = Events::of(r);
     let priming = events.next().await.unwrap();
@@ -239,20 +222,9 @@ async fn a_progress_token_gets_an_sse_reply_with_ids_progress_and_the_result() {
 #[tokio::test]
 async fn upstream_log_lines_go_to_the_get_stream_and_a_json_only_client_still_gets_json() {
     // A legacy upstream logs on its own channel (a modern one would need a logLevel per request).
-    let live = serve(
-        gateway(vec![peer_def("SERVER", &["--era", "legacy"])]).await,
-        |_| {},
-    )
-    .await;
+    let live = start_with(vec![peer_def("SERVER", &["--era", "legacy"])]).await;
     let sid = live.initialize("{}").await;
-    let get = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
+    let get = live.get_stream(&sid, None).await;
     let mut stream = Events::of(get);
     let _priming = stream.next().await.unwrap();
     let call = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"SERVER__echo","arguments":{"message":"log"}}}"#;
@@ -290,17 +262,9 @@ async fn a_client_accepting_neither_form_gets_406() {
 #[tokio::test]
 async fn an_elicitation_from_an_upstream_travels_on_the_calls_stream_and_the_posted_answer_returns()
 {
-    let live = serve(
-        gateway(vec![peer_def("SERVER", &["--era", "legacy"])]).await,
-        |_| {},
-    )
-    .await;
+    let live = start_with(vec![peer_def("SERVER", &["--era", "legacy"])]).await;
     let sid = live.initialize(r#"{"elicitation":{}}"#).await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"SERVER__ask","arguments":{"question":"Colour?"}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"SERVER__ask","arguments":{"question":"Colour?"}}}"#).await;
     let mut events = Events::of(r);
     let _priming = events.next().await.unwrap();
     let (_, ask) = events.next_message().await.unwrap();
@@ -309,11 +273,7 @@ async fn an_elicitation_from_an_upstream_travels_on_the_calls_stream_and_the_pos
     let ask_id = ask["id"].clone();
     assert!(ask_id.as_str().unwrap().starts_with("mf-"), "{ask_id}");
     let answer = json!({"jsonrpc":"2.0","id":ask_id,"result":{"action":"accept","content":{"answer":"blue"}}});
-    let r = live
-        .session_post(&sid, &answer.to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, &answer.to_string()).await;
     assert_eq!(r.status(), 202);
     let (_, result) = events.next_message().await.unwrap();
     assert_eq!(result["id"], 11);
@@ -326,34 +286,19 @@ async fn an_elicitation_from_an_upstream_travels_on_the_calls_stream_and_the_pos
 
 #[tokio::test]
 async fn the_get_stream_carries_list_changes_of_the_session() {
-    let live = serve(
-        gateway(vec![
-            peer_def("SERVER", &[]),
-            peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
-        ])
-        .await,
-        |_| {},
-    )
+    let live = start_with(vec![
+        peer_def("SERVER", &[]),
+        peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
+    ])
     .await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
+    let r = live.get_stream(&sid, None).await;
     assert_eq!(r.status(), 200);
     let mut stream = Events::of(r);
     let priming = stream.next().await.unwrap();
     assert!(priming.id.unwrap().ends_with(".0.0"));
     // The flaky upstream changes its tools after a call (and says so): the session hears of it.
-    let _ = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"flaky__echo","arguments":{"message":"x"}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let _ = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"flaky__echo","arguments":{"message":"x"}}}"#).await;
     let (id, note) = stream.next_message().await.unwrap();
     assert_eq!(note["method"], "notifications/tools/list_changed");
     assert!(
@@ -367,25 +312,15 @@ async fn the_get_stream_carries_list_changes_of_the_session() {
 async fn a_dropped_reply_stream_resumes_from_its_last_event_id_and_the_call_goes_on() {
     let live = start().await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.6,"steps":3},"_meta":{"progressToken":1}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":0.6,"steps":3},"_meta":{"progressToken":1}}}"#).await;
     let mut events = Events::of(r);
     let _priming = events.next().await.unwrap();
     let (first_id, first) = events.next_message().await.unwrap();
     assert_eq!(first["params"]["progress"], 1);
     drop(events); // the connection closes mid-call
     let resumed = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream")
-        .header("last-event-id", first_id.clone().unwrap())
-        .send()
-        .await
-        .unwrap();
+        .get_stream(&sid, Some(first_id.as_deref().unwrap()))
+        .await;
     assert_eq!(resumed.status(), 200);
     let mut events = Events::of(resumed);
     let mut seen = Vec::new();
@@ -403,41 +338,19 @@ async fn a_dropped_reply_stream_resumes_from_its_last_event_id_and_the_call_goes
     // A finished stream stays resumable for a while: from its priming event, everything again.
     let prefix = first_id.unwrap().rsplit_once('.').unwrap().0.to_owned();
     let again = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream")
-        .header("last-event-id", format!("{prefix}.0"))
-        .send()
-        .await
-        .unwrap();
+        .get_stream(&sid, Some(format!("{prefix}.0").as_str()))
+        .await;
     let mut events = Events::of(again);
     let mut count = 0;
     while events.next_message().await.is_some() {
         count += 1;
     }
     assert_eq!(count, 4);
-    let unknown = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream")
-        .header("last-event-id", "ffffffff.99.1")
-        .send()
-        .await
-        .unwrap();
+    let unknown = live.get_stream(&sid, Some("ffffffff.99.1")).await;
     assert_eq!(unknown.status(), 400);
     // The GET stream (stream 0) of another replica, or of this one before the session moved:
     // a new GET stream stands in, first saying every list may have changed.
-    let moved = live
-        .http
-        .get(&live.url)
-        .header("mcp-session-id", &sid)
-        .header("accept", "text/event-stream")
-        .header("last-event-id", "ffffffff.0.7")
-        .send()
-        .await
-        .unwrap();
+    let moved = live.get_stream(&sid, Some("ffffffff.0.7")).await;
     assert_eq!(moved.status(), 200);
     let mut events = Events::of(moved);
     let mut told = Vec::new();
@@ -461,24 +374,13 @@ async fn a_dropped_reply_stream_resumes_from_its_last_event_id_and_the_call_goes
 async fn a_cancelled_notification_stops_the_call_and_its_stream_ends_without_an_answer() {
     let live = start().await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":30,"steps":300},"_meta":{"progressToken":"c"}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":30,"steps":300},"_meta":{"progressToken":"c"}}}"#).await;
     let mut events = Events::of(r);
     let _priming = events.next().await.unwrap();
     let (_, progress) = events.next_message().await.unwrap();
     assert_eq!(progress["method"], "notifications/progress");
     let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":14,"reason":"test"}}"#;
-    assert_eq!(
-        live.session_post(&sid, cancel)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        202
-    );
+    assert_eq!(live.session_send(&sid, cancel).await.status(), 202);
     let mut rest: Vec<Value> = Vec::new();
     while let Some((_, msg)) = events.next_message().await {
         rest.push(msg);
@@ -500,18 +402,14 @@ async fn a_reply_stream_closed_by_the_client_and_not_resumed_cancels_its_call() 
     })
     .await;
     let sid = live.initialize("{}").await;
-    let r = live
-        .session_post(&sid, r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":30,"steps":300},"_meta":{"progressToken":"d"}}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = live.session_send(&sid, r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"SERVER__slow","arguments":{"seconds":30,"steps":300},"_meta":{"progressToken":"d"}}}"#).await;
     let mut events = Events::of(r);
     let _ = events.next().await.unwrap();
     drop(events);
     let ping = r#"{"jsonrpc":"2.0","id":16,"method":"ping"}"#;
     let deadline = tokio::time::Instant::now() + HANG_GUARD;
     loop {
-        let body = json_of(live.session_post(&sid, ping).send().await.unwrap()).await;
+        let body = json_of(live.session_send(&sid, ping).await).await;
         if body.get("result").is_some() {
             break;
         }

@@ -260,14 +260,10 @@ async fn a_progress_token_gets_a_stream_without_event_ids() {
 
 #[tokio::test]
 async fn subscriptions_listen_acknowledges_first_then_forwards_changes_tagged_with_its_id() {
-    let live = serve(
-        gateway(vec![
-            peer_def("SERVER", &[]),
-            peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
-        ])
-        .await,
-        |_| {},
-    )
+    let live = start_with(vec![
+        peer_def("SERVER", &[]),
+        peer_def("flaky", &["--behaviour", "rug-pull", "--era", "legacy"]),
+    ])
     .await;
     let listen = modern_body(
         "42".parse().unwrap(),
@@ -394,7 +390,7 @@ async fn mcp_param_headers_must_mirror_the_arguments_their_tool_marks() {
         }),
     );
     def.client_capabilities = "{}".to_owned();
-    let live = serve(gateway(vec![def]).await, |_| {}).await;
+    let live = start_with(vec![def]).await;
     let body = |region: &str| {
         modern_body(
             30,

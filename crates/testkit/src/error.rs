@@ -95,4 +95,59 @@ pub enum TestkitError {
         #[source]
         source: std::io::Error,
     },
+
+    /// A file could not be written or created, or a pipe read.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// `manifold serve` did not print its URL (it exited, or printed something else).
+    #[error(
+        "manifold serve printed {printed:?} instead of its http://127.0.0.1:PORT/mcp URL; its log:\n{log}"
+    )]
+    GatewayStart { printed: String, log: String },
+
+    /// A signal could not be sent.
+    #[error("could not signal pid {pid}: {errno}")]
+    Signal { pid: u32, errno: nix::errno::Errno },
+
+    /// Something a test waited for did not happen before the hang guard ran out.
+    #[error("hung waiting for {what} (gave up after {timeout:?})")]
+    Hung { what: String, timeout: Duration },
+
+    /// An HTTP exchange failed below HTTP (connection refused, reset, body cut short).
+    #[error("{method} {url} failed: {source}")]
+    Http {
+        method: String,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+
+    /// An MCP request got no JSON-RPC answer, or an HTTP status that is not a success.
+    #[error("{method} was answered HTTP {status} without its JSON-RPC answer: {body}")]
+    NoAnswer {
+        method: String,
+        status: u16,
+        body: String,
+    },
+
+    /// A raw exchange's reply is not HTTP.
+    #[error("the reply from {authority} is not an HTTP response: {reply:?}")]
+    NotHttp { authority: String, reply: String },
+
+    /// A listening peer printed something other than `listening on 127.0.0.1:PORT` first.
+    #[error("{program} printed {printed:?} instead of `listening on 127.0.0.1:PORT`")]
+    NotAnnounced { program: String, printed: String },
+
+    /// A command the test ran to completion failed.
+    #[error("{command} failed ({status}): {stderr}")]
+    CommandFailed {
+        command: String,
+        status: ExitStatus,
+        stderr: String,
+    },
 }

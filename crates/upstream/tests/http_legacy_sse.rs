@@ -8,7 +8,7 @@ mod http_peer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_peer::{Answering, HANG_GUARD, Peer, call, open, open_err, slow_with_progress, text_of};
+use http_peer::{Answering, HANG_GUARD, Peer, call, echo, open_err, slow_with_progress, text_of};
 use manifold_upstream::{ConnectOptions, EraChoice, HttpTransportChoice, UpstreamError};
 use manifold_wire::{Era, Kind};
 
@@ -16,17 +16,10 @@ use manifold_wire::{Era, Kind};
 async fn auto_falls_back_to_http_sse_and_sse_can_be_forced() {
     let peer = Peer::start("sse", &[]).await;
     for choice in [HttpTransportChoice::Auto, HttpTransportChoice::Sse] {
-        let (conn, info) = open(peer.url("/sse"), choice, &ConnectOptions::new("peer")).await;
+        let (conn, info) = peer.connect("/sse", choice).await;
         assert_eq!(info.era, Era::Legacy, "{choice:?}");
         assert_eq!(conn.describe(), format!("HTTP+SSE {}", peer.url("/sse")));
-        let echoed = call(
-            &conn,
-            "tools/call",
-            r#"{"name":"echo","arguments":{"message":"old"}}"#,
-        )
-        .await
-        .unwrap();
-        assert_eq!(text_of(&echoed), "old");
+        assert_eq!(echo(&conn, "old").await.unwrap(), "old");
         conn.close().await;
     }
 }
@@ -63,7 +56,7 @@ async fn progress_and_elicitation_travel_over_http_sse() {
     let mut options = ConnectOptions::new("peer");
     options.client.capabilities = r#"{"elicitation":{}}"#.to_owned();
     options.handler = handler.clone();
-    let (conn, _) = open(peer.url("/sse"), HttpTransportChoice::Sse, &options).await;
+    let (conn, _) = peer.open("/sse", HttpTransportChoice::Sse, &options).await;
     let (tokens, text) = slow_with_progress(&conn).await;
     assert_eq!(tokens, vec!["\"mine\""; 3]);
     assert_eq!(text, "slow done after 3 steps");
@@ -114,19 +107,8 @@ async fn requiring_the_modern_era_refuses_http_sse() {
 #[tokio::test]
 async fn a_giant_event_on_the_stream_fails_the_one_waiting_call() {
     let peer = Peer::start("sse", &["--behaviour", "giant-sse-event"]).await;
-    let (conn, _) = open(
-        peer.url("/sse"),
-        HttpTransportChoice::Sse,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
-    let error = call(
-        &conn,
-        "tools/call",
-        r#"{"name":"echo","arguments":{"message":"x"}}"#,
-    )
-    .await
-    .unwrap_err();
+    let (conn, _) = peer.connect("/sse", HttpTransportChoice::Sse).await;
+    let error = echo(&conn, "x").await.unwrap_err();
     assert_eq!(
         error,
         UpstreamError::Protocol {
@@ -143,21 +125,10 @@ async fn a_giant_event_on_the_stream_fails_the_one_waiting_call() {
 #[tokio::test]
 async fn the_end_of_the_stream_closes_the_connection() {
     let peer = Peer::start("sse", &["--behaviour", "exit-mid-call"]).await;
-    let (conn, _) = open(
-        peer.url("/sse"),
-        HttpTransportChoice::Sse,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, _) = peer.connect("/sse", HttpTransportChoice::Sse).await;
     // The peer exits when the call arrives; whether its POST was still answered is a race, so
     // only the failure is asserted here and the closure below.
-    call(
-        &conn,
-        "tools/call",
-        r#"{"name":"echo","arguments":{"message":"x"}}"#,
-    )
-    .await
-    .unwrap_err();
+    echo(&conn, "x").await.unwrap_err();
     tokio::time::timeout(HANG_GUARD, async {
         while !conn.is_closed() {
             tokio::time::sleep(Duration::from_millis(20)).await;

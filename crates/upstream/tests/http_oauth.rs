@@ -125,12 +125,8 @@ impl Servers {
 }
 
 async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://127.0.0.1:{port}")
+    let addr = manifold_testkit::serve_router(app).await.unwrap();
+    format!("http://{addr}")
 }
 
 async fn not_allowed() -> StatusCode {

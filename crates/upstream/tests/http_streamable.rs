@@ -8,23 +8,16 @@ mod http_peer;
 use std::sync::Arc;
 
 use http_peer::{
-    Answering, HANG_GUARD, Peer, call, open, seen_headers, slow_with_progress, text_of,
+    Answering, Peer, call, echo, seen_headers, slow_call_under_way, slow_with_progress, text_of,
 };
-use manifold_upstream::{
-    CallEvent, CallOptions, ClientIdentity, ConnectOptions, HttpTransportChoice, UpstreamError,
-};
+use manifold_upstream::{ClientIdentity, ConnectOptions, HttpTransportChoice, UpstreamError};
 use manifold_wire::{Era, Kind, Revision};
 use serde_json::Value;
 
 #[tokio::test]
 async fn a_modern_request_carries_the_metadata_headers_and_mirrored_arguments() {
     let peer = Peer::start("http", &["--era", "both"]).await;
-    let (conn, info) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::Auto,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, info) = peer.connect("/mcp", HttpTransportChoice::Auto).await;
     assert_eq!(info.era, Era::Modern);
     assert_eq!(info.revision, Revision::V2026_07_28);
     let rejected = conn.learn_tool_headers(&[
@@ -48,12 +41,7 @@ async fn a_modern_request_carries_the_metadata_headers_and_mirrored_arguments() 
 #[tokio::test]
 async fn a_legacy_request_carries_the_session_and_the_negotiated_revision() {
     let peer = Peer::start("http", &["--era", "legacy"]).await;
-    let (conn, info) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::Auto,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, info) = peer.connect("/mcp", HttpTransportChoice::Auto).await;
     assert_eq!(info.era, Era::Legacy);
     assert_eq!(info.revision, Revision::V2025_11_25);
     let headers = seen_headers(&conn, "{}").await;
@@ -61,26 +49,14 @@ async fn a_legacy_request_carries_the_session_and_the_negotiated_revision() {
     assert_eq!(session.len(), 32);
     assert_eq!(headers["mcp-protocol-version"], "2025-11-25");
     assert!(!headers.contains_key("mcp-method"));
-    let echoed = call(
-        &conn,
-        "tools/call",
-        r#"{"name":"echo","arguments":{"message":"hi"}}"#,
-    )
-    .await
-    .unwrap();
-    assert_eq!(text_of(&echoed), "hi");
+    assert_eq!(echo(&conn, "hi").await.unwrap(), "hi");
     conn.close().await;
 }
 
 #[tokio::test]
 async fn closing_a_legacy_connection_deletes_its_session() {
     let peer = Peer::start("http", &["--era", "legacy"]).await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, _) = peer.open_streamable().await;
     let headers = seen_headers(&conn, "{}").await;
     let session = headers["mcp-session-id"].as_str().unwrap().to_owned();
     conn.close().await;
@@ -97,12 +73,7 @@ async fn closing_a_legacy_connection_deletes_its_session() {
 #[tokio::test]
 async fn progress_arrives_on_legacy_sse_replies_that_open_with_priming_events() {
     let peer = Peer::start("http", &["--era", "legacy", "--sse-replies"]).await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, _) = peer.open_streamable().await;
     let (tokens, text) = slow_with_progress(&conn).await;
     assert_eq!(tokens, vec!["\"mine\""; 3]);
     assert_eq!(text, "slow done after 3 steps");
@@ -112,12 +83,7 @@ async fn progress_arrives_on_legacy_sse_replies_that_open_with_priming_events() 
 #[tokio::test]
 async fn progress_arrives_on_a_modern_per_request_stream() {
     let peer = Peer::start("http", &["--era", "modern", "--sse-replies"]).await;
-    let (conn, info) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, info) = peer.open_streamable().await;
     assert_eq!(info.era, Era::Modern);
     let (tokens, text) = slow_with_progress(&conn).await;
     assert_eq!(tokens, vec!["\"mine\""; 3]);
@@ -137,51 +103,18 @@ async fn a_broken_legacy_reply_stream_is_resumed_with_last_event_id() {
         ],
     )
     .await;
-    let (conn, info) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, info) = peer.open_streamable().await;
     assert_eq!(info.era, Era::Legacy);
-    let echoed = call(
-        &conn,
-        "tools/call",
-        r#"{"name":"echo","arguments":{"message":"resumed"}}"#,
-    )
-    .await
-    .unwrap();
-    assert_eq!(text_of(&echoed), "resumed");
+    assert_eq!(echo(&conn, "resumed").await.unwrap(), "resumed");
     conn.close().await;
 }
 
 #[tokio::test]
 async fn cancelling_a_modern_call_closes_its_stream_and_the_server_stops() {
     let mut peer = Peer::start("http", &["--era", "modern", "--sse-replies"]).await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
-    let mut running = conn
-        .request(
-            "tools/call",
-            Some(r#"{"name":"slow","arguments":{"seconds":60,"steps":600},"_meta":{"progressToken":1}}"#),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
+    let (conn, _) = peer.open_streamable().await;
     // The first progress proves the tool is running before it is cancelled.
-    match tokio::time::timeout(HANG_GUARD, running.next())
-        .await
-        .unwrap()
-    {
-        Some(Ok(CallEvent::Notification(n))) => {
-            assert_eq!(n.method(), Some("notifications/progress"))
-        }
-        other => panic!("expected progress, got {other:?}"),
-    }
+    let running = slow_call_under_way(&conn).await;
     let error = running.cancel("the test changed its mind");
     assert_eq!(
         error,
@@ -199,29 +132,8 @@ async fn cancelling_a_modern_call_closes_its_stream_and_the_server_stops() {
 #[tokio::test]
 async fn cancelling_a_legacy_call_tells_the_server() {
     let mut peer = Peer::start("http", &["--era", "legacy", "--sse-replies"]).await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
-    let mut running = conn
-        .request(
-            "tools/call",
-            Some(r#"{"name":"slow","arguments":{"seconds":60,"steps":600},"_meta":{"progressToken":1}}"#),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    match tokio::time::timeout(HANG_GUARD, running.next())
-        .await
-        .unwrap()
-    {
-        Some(Ok(CallEvent::Notification(n))) => {
-            assert_eq!(n.method(), Some("notifications/progress"))
-        }
-        other => panic!("expected progress, got {other:?}"),
-    }
+    let (conn, _) = peer.open_streamable().await;
+    let running = slow_call_under_way(&conn).await;
     let _ = running.cancel("no longer needed");
     let line = peer.stderr_line("manifold-test-peer: slow cancelled").await;
     assert!(line.ends_with("of 600"), "{line}");
@@ -237,12 +149,9 @@ async fn elicitation_round_trip(reply_flag: &str) {
         ..ClientIdentity::default()
     };
     options.handler = handler.clone();
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &options,
-    )
-    .await;
+    let (conn, _) = peer
+        .open("/mcp", HttpTransportChoice::StreamableHttp, &options)
+        .await;
     let reply = call(
         &conn,
         "tools/call",
@@ -284,23 +193,11 @@ async fn an_expired_session_is_renewed_without_the_caller_noticing() {
         ],
     )
     .await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
+    let (conn, _) = peer.open_streamable().await;
     let first = seen_headers(&conn, "{}").await["mcp-session-id"].clone();
     for n in 0..4 {
         let message = format!("call {n}");
-        let echoed = call(
-            &conn,
-            "tools/call",
-            &format!(r#"{{"name":"echo","arguments":{{"message":"{message}"}}}}"#),
-        )
-        .await
-        .unwrap();
-        assert_eq!(text_of(&echoed), message);
+        assert_eq!(echo(&conn, &message).await.unwrap(), message);
     }
     let last = seen_headers(&conn, "{}").await["mcp-session-id"].clone();
     assert_ne!(first, last);
@@ -315,19 +212,8 @@ async fn http_500_settles_the_call_with_the_server_and_status() {
         &["--era", "modern", "--behaviour", "http-500", "--count", "2"],
     )
     .await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::StreamableHttp,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
-    let error = call(
-        &conn,
-        "tools/call",
-        r#"{"name":"echo","arguments":{"message":"x"}}"#,
-    )
-    .await
-    .unwrap_err();
+    let (conn, _) = peer.open_streamable().await;
+    let error = echo(&conn, "x").await.unwrap_err();
     assert_eq!(
         error,
         UpstreamError::Http {
@@ -346,19 +232,8 @@ async fn http_500_settles_the_call_with_the_server_and_status() {
 #[tokio::test]
 async fn a_giant_sse_event_fails_the_call_clearly() {
     let peer = Peer::start("http", &["--behaviour", "giant-sse-event", "--sse-replies"]).await;
-    let (conn, _) = open(
-        peer.url("/mcp"),
-        HttpTransportChoice::Auto,
-        &ConnectOptions::new("peer"),
-    )
-    .await;
-    let error = call(
-        &conn,
-        "tools/call",
-        r#"{"name":"echo","arguments":{"message":"x"}}"#,
-    )
-    .await
-    .unwrap_err();
+    let (conn, _) = peer.connect("/mcp", HttpTransportChoice::Auto).await;
+    let error = echo(&conn, "x").await.unwrap_err();
     assert_eq!(
         error,
         UpstreamError::Protocol {

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use manifold_gateway::{Gateway, GatewaySettings, UpstreamDefinition};
 use manifold_server::{BoundServer, Server, ServerSettings, SessionKey};
+use manifold_testkit::McpSession;
 use manifold_upstream::Target;
 use manifold_upstream::transport::stdio::StdioSpec;
 use manifold_wire::sse::{SseEvent, SseParser};
@@ -54,9 +55,7 @@ pub struct Live {
 }
 
 pub fn http_client() -> reqwest::Client {
-    // reqwest is built without a TLS provider in this workspace; plain HTTP still needs one set.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    manifold_testkit::http_client()
 }
 
 /// A server over `gateway`, with settings adjusted by `adjust`.
@@ -76,13 +75,23 @@ pub async fn serve(gateway: Gateway, adjust: impl FnOnce(&mut ServerSettings)) -
 
 /// The usual scene: one upstream named SERVER.
 pub async fn start() -> Live {
-    serve(gateway(vec![peer_def("SERVER", &[])]).await, |_| {}).await
+    start_with(vec![peer_def("SERVER", &[])]).await
+}
+
+/// A server with default settings over a gateway of `defs`.
+pub async fn start_with(defs: Vec<UpstreamDefinition>) -> Live {
+    serve(gateway(defs).await, |_| {}).await
 }
 
 impl Live {
     pub async fn stop(self) {
         self.server.shutdown().await;
         self.gateway.shutdown().await;
+    }
+
+    /// `GET` of `path` on the server's listener, not yet sent.
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(format!("{}{path}", self.base))
     }
 
     pub fn post(&self, body: &str) -> reqwest::RequestBuilder {
@@ -102,6 +111,11 @@ impl Live {
         self.session_post_accepting(session, ACCEPT_BOTH, body)
     }
 
+    /// POSTs `body` within session `session` (accepting both reply forms) and returns the response.
+    pub async fn session_send(&self, session: &str, body: &str) -> reqwest::Response {
+        self.session_post(session, body).send().await.unwrap()
+    }
+
     pub fn session_post_accepting(
         &self,
         session: &str,
@@ -113,26 +127,30 @@ impl Live {
             .header("mcp-protocol-version", "2025-11-25")
     }
 
-    /// Initializes a legacy session and sends `notifications/initialized`; returns its id.
+    /// Initializes a legacy session (client `raw-test`, declaring `capabilities`) and sends
+    /// `notifications/initialized`; returns its id.
     pub async fn initialize(&self, capabilities: &str) -> String {
-        let r = self
-            .post(&init_body("2025-11-25", capabilities))
-            .send()
+        let session = McpSession::options(&self.url)
+            .http(self.http.clone())
+            .client_info("raw-test", "1")
+            .capabilities(serde_json::from_str(capabilities).unwrap())
+            .legacy()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200);
-        let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-        let _ = r.bytes().await.unwrap();
-        let r = self
-            .session_post(
-                &sid,
-                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 202);
-        sid
+        session.session_id().unwrap().to_owned()
+    }
+
+    /// `GET /mcp` for session `sid`'s stream, resumed after `last_event_id` when given.
+    pub async fn get_stream(&self, sid: &str, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut get = self
+            .http
+            .get(&self.url)
+            .header("mcp-session-id", sid)
+            .header("accept", "text/event-stream");
+        if let Some(id) = last_event_id {
+            get = get.header("last-event-id", id);
+        }
+        get.send().await.unwrap()
     }
 }
 

@@ -4,86 +4,71 @@
 // Each test file uses a different part of the harness.
 #![allow(dead_code)]
 
-use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use manifold_testkit::ListeningPeer;
 use manifold_upstream::{
-    CallEvent, CallOptions, ConnectOptions, Connection, HttpSpec, HttpTransportChoice, PeerInfo,
-    ServerRequest, ServerRequestHandler, Target, UpstreamError, connect,
+    Call, CallEvent, CallOptions, ConnectOptions, Connection, HttpSpec, HttpTransportChoice,
+    PeerInfo, ServerRequest, ServerRequestHandler, Target, UpstreamError, connect,
 };
 use manifold_wire::{ErrorObject, Kind, Message};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
 
 /// Generous bound on anything that should finish promptly: a hang guard, never a measurement.
 pub const HANG_GUARD: Duration = Duration::from_secs(30);
 
 /// A running manifold-test-peer and the lines it writes to stderr.
 pub struct Peer {
-    _child: Child,
+    process: ListeningPeer,
     pub port: u16,
-    stderr: mpsc::UnboundedReceiver<String>,
 }
 
 impl Peer {
     pub async fn start(mode: &str, args: &[&str]) -> Peer {
-        let binary = manifold_testkit::test_peer().unwrap();
-        let mut child = Command::new(binary)
-            .arg(mode)
-            .args(["--port", "0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = tokio::time::timeout(HANG_GUARD, stdout.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let port = first
-            .strip_prefix("listening on 127.0.0.1:")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .parse()
-            .unwrap();
-        let (tx, stderr) = mpsc::unbounded_channel();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("peer: {line}");
-                let _ = tx.send(line);
-            }
-        });
+        let mut command = std::process::Command::new(manifold_testkit::test_peer().unwrap());
+        command.arg(mode).args(["--port", "0"]).args(args);
+        let process = ListeningPeer::start(command, HANG_GUARD).await.unwrap();
         Peer {
-            _child: child,
-            port,
-            stderr,
+            port: process.port(),
+            process,
         }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        self.process.url(path)
     }
 
     /// Waits for a stderr line starting with `prefix` and returns it.
     pub async fn stderr_line(&mut self, prefix: &str) -> String {
-        tokio::time::timeout(HANG_GUARD, async {
-            loop {
-                let line = self.stderr.recv().await.expect("peer stderr closed");
-                if line.starts_with(prefix) {
-                    return line;
-                }
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no stderr line starting with {prefix:?}"))
+        self.process.stderr_line(prefix, HANG_GUARD).await.unwrap()
+    }
+
+    /// A connection to `path` on this peer over `transport`, and what the peer said of itself.
+    pub async fn open(
+        &self,
+        path: &str,
+        transport: HttpTransportChoice,
+        options: &ConnectOptions,
+    ) -> (Connection, PeerInfo) {
+        open(self.url(path), transport, options).await
+    }
+
+    /// [`Peer::open`] with the default options for server "peer".
+    pub async fn connect(
+        &self,
+        path: &str,
+        transport: HttpTransportChoice,
+    ) -> (Connection, PeerInfo) {
+        self.open(path, transport, &ConnectOptions::new("peer"))
+            .await
+    }
+
+    /// [`Peer::connect`] to `/mcp` over Streamable HTTP.
+    pub async fn open_streamable(&self) -> (Connection, PeerInfo) {
+        self.connect("/mcp", HttpTransportChoice::StreamableHttp)
+            .await
     }
 }
 
@@ -127,6 +112,37 @@ pub async fn call(conn: &Connection, method: &str, params: &str) -> Result<Messa
     )
     .await
     .expect("call hung")
+}
+
+/// Calls the peer's `echo` with `message`: the text it answered, or why the call failed.
+pub async fn echo(conn: &Connection, message: &str) -> Result<String, UpstreamError> {
+    let arguments = serde_json::json!({"name": "echo", "arguments": {"message": message}});
+    call(conn, "tools/call", &arguments.to_string())
+        .await
+        .map(|reply| text_of(&reply))
+}
+
+/// Starts `slow` (60 s in 600 steps, progress token 1) and returns it once its first progress
+/// arrived, which proves the tool is running.
+pub async fn slow_call_under_way(conn: &Connection) -> Call {
+    let mut running = conn
+        .request(
+            "tools/call",
+            Some(r#"{"name":"slow","arguments":{"seconds":60,"steps":600},"_meta":{"progressToken":1}}"#),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    match tokio::time::timeout(HANG_GUARD, running.next())
+        .await
+        .unwrap()
+    {
+        Some(Ok(CallEvent::Notification(n))) => {
+            assert_eq!(n.method(), Some("notifications/progress"))
+        }
+        other => panic!("expected progress, got {other:?}"),
+    }
+    running
 }
 
 pub fn result_json(message: &Message) -> Value {
