@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use manifold_wire::patch::CheckedMembers;
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, Revision, meta, patch};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
@@ -19,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::auth::passthrough::CallerToken;
 use crate::error::UpstreamError;
-use crate::transport::{Inbound, Transport};
+use crate::transport::{Inbound, InboundRx, Transport};
 
 /// Requests one connection may have in flight at once.
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -112,12 +113,39 @@ impl CallOptions {
     }
 }
 
-/// What the modern era adds to every request's `_meta`.
+/// What the modern era adds to every request's `_meta`, its members checked once when it is
+/// made rather than parsed again for every request.
 #[derive(Debug, Clone)]
 pub(crate) struct ModernMeta {
-    pub revision: Revision,
-    pub capabilities: String,
-    pub client_info: String,
+    capabilities: String,
+    client_info: String,
+    /// The members (revision, capabilities, client info), or why they are not JSON.
+    members: Result<CheckedMembers, patch::PatchError>,
+}
+
+impl ModernMeta {
+    pub(crate) fn new(revision: Revision, capabilities: String, client_info: String) -> ModernMeta {
+        let rev = manifold_wire::id::json_string(revision.as_str());
+        let members = CheckedMembers::new(&[
+            (meta::PROTOCOL_VERSION, rev.as_str()),
+            (meta::CLIENT_CAPABILITIES, capabilities.as_str()),
+            (meta::CLIENT_INFO, client_info.as_str()),
+        ]);
+        ModernMeta {
+            capabilities,
+            client_info,
+            members,
+        }
+    }
+
+    /// The same, stating another revision.
+    pub(crate) fn with_revision(&self, revision: Revision) -> ModernMeta {
+        ModernMeta::new(
+            revision,
+            self.capabilities.clone(),
+            self.client_info.clone(),
+        )
+    }
 }
 
 struct Pending {
@@ -160,7 +188,7 @@ pub(crate) struct Inner {
     handler: Arc<dyn ServerRequestHandler>,
     notifications_tx: mpsc::Sender<Message>,
     notifications_rx: Mutex<Option<mpsc::Receiver<Message>>>,
-    pub(crate) modern: Mutex<Option<ModernMeta>>,
+    pub(crate) modern: Mutex<Option<Arc<ModernMeta>>>,
     stats: ConnectionStats,
 }
 
@@ -189,7 +217,7 @@ impl Connection {
     pub fn start(
         server: impl Into<String>,
         transport: Arc<dyn Transport>,
-        inbound: mpsc::Receiver<Inbound>,
+        inbound: InboundRx,
         handler: Arc<dyn ServerRequestHandler>,
     ) -> Connection {
         let (ntx, nrx) = mpsc::channel(MAX_QUEUED_NOTIFICATIONS);
@@ -207,7 +235,11 @@ impl Connection {
             modern: Mutex::new(None),
             stats: ConnectionStats::default(),
         });
-        tokio::spawn(route_inbound(Arc::downgrade(&inner), inbound));
+        let weak = Arc::downgrade(&inner);
+        inbound.attach(Box::new(move |item| match weak.upgrade() {
+            Some(inner) => route_inbound(&inner, item),
+            None => false,
+        }));
         Connection { inner }
     }
 
@@ -419,19 +451,19 @@ impl Connection {
 /// Adds the modern era's required `_meta` to a request or notification. Values the caller put
 /// there already (a gateway passing on its client's capabilities) are kept.
 fn with_modern_meta(message: &Message, m: &ModernMeta) -> Result<Message, patch::PatchError> {
-    let rev = manifold_wire::id::json_string(m.revision.as_str());
-    message.patch_missing(
-        patch::Part::Params,
-        &["_meta"],
-        &[
-            (meta::PROTOCOL_VERSION, rev.as_str()),
-            (meta::CLIENT_CAPABILITIES, m.capabilities.as_str()),
-            (meta::CLIENT_INFO, m.client_info.as_str()),
-        ],
-    )
+    let members = m.members.as_ref().map_err(Clone::clone)?;
+    message.patch_missing_checked(patch::Part::Params, &["_meta"], members)
 }
 
 impl Inner {
+    /// States `revision` in the modern `_meta` from now on (when the era is modern).
+    pub(crate) fn set_modern_revision(&self, revision: Revision) {
+        let mut slot = lock(&self.modern);
+        if let Some(m) = slot.as_ref() {
+            *slot = Some(Arc::new(m.with_revision(revision)));
+        }
+    }
+
     /// The handler that answers server requests, also used for modern-era input requests.
     pub(crate) fn handler_for_input(&self) -> Arc<dyn ServerRequestHandler> {
         Arc::clone(&self.handler)
@@ -645,42 +677,36 @@ impl Drop for Call {
     }
 }
 
-/// Routes everything the transport hands up until it closes or the connection is dropped.
-async fn route_inbound(inner: std::sync::Weak<Inner>, mut inbound: mpsc::Receiver<Inbound>) {
-    while let Some(item) = inbound.recv().await {
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        match item {
-            Inbound::Message { message, related } => route_message(&inner, message, related),
-            Inbound::Fault(fault) => {
-                inner.stats.faults.fetch_add(1, Ordering::Relaxed);
-                let settled = fault.id.as_ref().is_some_and(|id| {
-                    inner.settle(
-                        id,
-                        Err(UpstreamError::Protocol {
-                            server: inner.server.clone(),
-                            detail: format!("its response was malformed: {}", fault.kind),
-                        }),
-                    )
-                });
-                if !settled {
-                    tracing::warn!(server = %inner.server, fault = %fault.kind, "dropped a malformed message from the server");
-                }
-            }
-            Inbound::RequestFailed { id, error } => {
-                inner.settle(&id, Err(error));
-            }
-            Inbound::AnswerTooLong { id, limit } => answer_too_long(&inner, &id, limit),
-            Inbound::Closed { cause } => {
-                inner.close_all(&cause);
-                return;
+/// Routes one thing the transport handed up, on the transport's reader task; `false` once the
+/// transport has closed (nothing more is taken).
+fn route_inbound(inner: &Arc<Inner>, item: Inbound) -> bool {
+    match item {
+        Inbound::Message { message, related } => route_message(inner, message, related),
+        Inbound::Fault(fault) => {
+            inner.stats.faults.fetch_add(1, Ordering::Relaxed);
+            let settled = fault.id.as_ref().is_some_and(|id| {
+                inner.settle(
+                    id,
+                    Err(UpstreamError::Protocol {
+                        server: inner.server.clone(),
+                        detail: format!("its response was malformed: {}", fault.kind),
+                    }),
+                )
+            });
+            if !settled {
+                tracing::warn!(server = %inner.server, fault = %fault.kind, "dropped a malformed message from the server");
             }
         }
+        Inbound::RequestFailed { id, error } => {
+            inner.settle(&id, Err(error));
+        }
+        Inbound::AnswerTooLong { id, limit } => answer_too_long(inner, &id, limit),
+        Inbound::Closed { cause } => {
+            inner.close_all(&cause);
+            return false;
+        }
     }
-    if let Some(inner) = inner.upgrade() {
-        inner.close_all("the transport stopped");
-    }
+    true
 }
 
 /// Fails the call an over-long answer was meant for, naming its method and the limit.

@@ -3,6 +3,7 @@
 //! Modern first (`server/discover`), then legacy `initialize`; which failures mean "this server is
 //! legacy" and which mean "this server is broken" is decided here and nowhere else.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use manifold_wire::revision::{legacy_client_accepts, modern_client_choice};
@@ -177,11 +178,11 @@ impl Connection {
         client: &ClientIdentity,
         choice: EraChoice,
     ) -> Result<ProbeOutcome, UpstreamError> {
-        *lock(&self.inner.modern) = Some(ModernMeta {
-            revision: Revision::LATEST,
-            capabilities: client.capabilities.clone(),
-            client_info: client.info_json(),
-        });
+        *lock(&self.inner.modern) = Some(Arc::new(ModernMeta::new(
+            Revision::LATEST,
+            client.capabilities.clone(),
+            client.info_json(),
+        )));
         let timeout = if choice == EraChoice::Modern {
             INITIALIZE_TIMEOUT
         } else {
@@ -200,9 +201,7 @@ impl Connection {
             && let Some(revision) = retry_revision(m)
         {
             tracing::debug!(server = %self.inner.server, revision = %revision.as_str(), "server/discover refused our revision; retrying with one it supports");
-            if let Some(meta) = lock(&self.inner.modern).as_mut() {
-                meta.revision = revision;
-            }
+            self.inner.set_modern_revision(revision);
             outcome = self
                 .call(
                     meta::method::DISCOVER,
@@ -250,9 +249,7 @@ impl Connection {
                 view.supported_versions
             ));
         };
-        if let Some(m) = lock(&self.inner.modern).as_mut() {
-            m.revision = revision;
-        }
+        self.inner.set_modern_revision(revision);
         self.inner.transport.negotiated(revision);
         let server_info = view
             .server_info

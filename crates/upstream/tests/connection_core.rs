@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use manifold_upstream::transport::{Inbound, Transport};
+use manifold_upstream::transport::{Inbound, InboundTx, Transport, inbound_channel};
 use manifold_upstream::{
     CallEvent, CallOptions, Connection, ServerRequest, ServerRequestHandler, UpstreamError,
 };
@@ -57,13 +57,13 @@ impl ServerRequestHandler for Echoing {
 struct Harness {
     conn: Connection,
     written: mpsc::UnboundedReceiver<Message>,
-    inbound: mpsc::Sender<Inbound>,
+    inbound: InboundTx,
     transport: Arc<Loopback>,
 }
 
 fn harness(cancels_itself: bool) -> Harness {
     let (wtx, wrx) = mpsc::unbounded_channel();
-    let (itx, irx) = mpsc::channel(64);
+    let (itx, irx) = inbound_channel();
     let transport = Arc::new(Loopback {
         written: wtx,
         cancelled: Mutex::new(Vec::new()),

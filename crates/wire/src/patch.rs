@@ -260,6 +260,26 @@ impl<'de> Visitor<'de> for PresentKeys<'_> {
     }
 }
 
+/// Members (key, raw JSON value) whose values were checked when they were made, so that adding
+/// them to each of many messages does not parse the same values again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedMembers(Vec<(String, String)>);
+
+impl CheckedMembers {
+    /// Checks each value as a patch would; the first that is not JSON (or nests too deep) is the
+    /// error.
+    pub fn new(members: &[(&str, &str)]) -> Result<CheckedMembers, PatchError> {
+        members
+            .iter()
+            .map(|(key, value)| {
+                check_replacement(value)?;
+                Ok(((*key).to_owned(), (*value).to_owned()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(CheckedMembers)
+    }
+}
+
 /// `"k1":v1,"k2":v2` for raw JSON values.
 fn members_text<'a>(members: impl Iterator<Item = &'a (&'a str, &'a str)>) -> String {
     let mut out = String::new();
@@ -297,6 +317,16 @@ pub(crate) fn set_missing_in(
     for (_, value) in members {
         check_replacement(value)?;
     }
+    set_checked_missing(json, path, members, source)
+}
+
+/// [`set_missing_in`] for values already checked.
+fn set_checked_missing(
+    json: &str,
+    path: &[&str],
+    members: &[(&str, &str)],
+    source: Source,
+) -> Result<Option<String>, PatchError> {
     let obj = match walk_or_insert(json, path, source, || {
         format!("{{{}}}", members_text(members.iter()))
     })? {
@@ -482,6 +512,27 @@ impl Message {
                 }
                 Ok(format!("{{{}}}", members_text(members.iter())))
             },
+        )
+    }
+
+    /// [`Message::patch_missing`] with members checked once beforehand, for the same members
+    /// added to many messages (the `_meta` of every request to a modern upstream).
+    pub fn patch_missing_checked(
+        &self,
+        part: Part,
+        path: &[&str],
+        members: &CheckedMembers,
+    ) -> Result<Message, PatchError> {
+        let members: Vec<(&str, &str)> = members
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.patch_member(
+            part,
+            path,
+            |inner| set_checked_missing(inner, path, &members, Source::Decoded),
+            || Ok(format!("{{{}}}", members_text(members.iter()))),
         )
     }
 

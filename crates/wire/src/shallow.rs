@@ -45,29 +45,27 @@ fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
 fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
     match bytes.get(start)? {
         b'"' => string_end(bytes, start),
-        &open @ (b'{' | b'[') => {
-            // Outside strings, valid JSON balances each kind of bracket on its own, so only
-            // this value's kind is counted, and the next quote or bracket is found with `memchr3`.
-            let close = if open == b'{' { b'}' } else { b']' };
+        b'{' | b'[' => {
             let mut depth = 0usize;
             let mut i = start;
-            loop {
-                i += memchr::memchr3(b'"', open, close, bytes.get(i..)?)?;
-                match bytes.get(i)? {
+            while let Some(&b) = bytes.get(i) {
+                match b {
                     b'"' => {
                         i = string_end(bytes, i)?;
                         continue;
                     }
-                    &b if b == open => depth += 1,
-                    _ => {
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
                         depth = depth.checked_sub(1)?;
                         if depth == 0 {
                             return Some(i + 1);
                         }
                     }
+                    _ => {}
                 }
                 i += 1;
             }
+            None
         }
         _ => {
             let mut i = start;
@@ -96,15 +94,19 @@ struct RawMember<'a> {
 }
 
 impl RawMember<'_> {
-    /// The key as it reads: escapes are decoded only where the key has any.
-    fn name(&self) -> Option<Cow<'_, str>> {
-        let inner = self.key.get(1..self.key.len().saturating_sub(1))?;
+    /// The key as it reads: escapes are decoded only where the key has any. A key whose escapes
+    /// do not decode (a lone surrogate) is malformed, as a full parse would say.
+    fn name(&self) -> Result<Cow<'_, str>, ScanError> {
+        let inner = self
+            .key
+            .get(1..self.key.len().saturating_sub(1))
+            .unwrap_or_default();
         if inner.contains('\\') {
             serde_json::from_str::<String>(self.key)
-                .ok()
                 .map(Cow::Owned)
+                .map_err(|_| ScanError::Malformed(self.value.start))
         } else {
-            Some(Cow::Borrowed(inner))
+            Ok(Cow::Borrowed(inner))
         }
     }
 }
@@ -185,7 +187,7 @@ pub fn member_span(text: &str, key: &str) -> Result<Option<Range<usize>>, ScanEr
     let mut found = None;
     for member in Members::of(text)? {
         let member = member?;
-        if member.name().is_some_and(|name| name == key) {
+        if member.name()? == key {
             if found.is_some() {
                 return Err(ScanError::DuplicateKey(key.to_owned()));
             }
@@ -200,7 +202,7 @@ pub fn members_present(text: &str, keys: &[&str]) -> Result<Vec<bool>, ScanError
     let mut present = vec![false; keys.len()];
     for member in Members::of(text)? {
         let member = member?;
-        let Some(name) = member.name() else { continue };
+        let name = member.name()?;
         if let Some(slot) = keys
             .iter()
             .position(|k| *k == name)
@@ -242,7 +244,7 @@ pub fn element_spans(text: &str) -> Result<Vec<Range<usize>>, ScanError> {
 pub fn top_level_member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     for member in Members::of(text).ok()? {
         let member = member.ok()?;
-        if member.name()? == key {
+        if member.name().ok()? == key {
             return text.get(member.value);
         }
     }

@@ -5,6 +5,7 @@
 //! behave the same to their callers.
 
 pub mod http;
+pub mod inbound;
 pub mod openapi;
 pub mod stdio;
 
@@ -12,7 +13,6 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use manifold_wire::{Fault, Id, Message, Revision};
-use tokio::sync::mpsc;
 
 use crate::auth::passthrough::CallerToken;
 use crate::error::UpstreamError;
@@ -46,11 +46,7 @@ pub struct RejectedTool {
     pub reason: String,
 }
 
-/// Sender half given to a transport at construction.
-pub type InboundTx = mpsc::Sender<Inbound>;
-
-/// How many inbound messages may wait for the connection before the transport waits.
-pub const INBOUND_QUEUE: usize = 1024;
+pub use inbound::{INBOUND_QUEUE, InboundRx, InboundTx, inbound_channel};
 
 /// A message carrier to one upstream server.
 pub trait Transport: Send + Sync + 'static {

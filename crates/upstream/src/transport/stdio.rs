@@ -27,7 +27,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{INBOUND_QUEUE, Inbound, InboundTx, Transport};
+use super::{Inbound, InboundRx, InboundTx, Transport, inbound_channel};
 use crate::connection::lock;
 use crate::error::UpstreamError;
 
@@ -154,7 +154,7 @@ impl std::fmt::Debug for StdioTransport {
 pub fn spawn(
     server: &str,
     spec: &StdioSpec,
-) -> Result<(Arc<StdioTransport>, mpsc::Receiver<Inbound>), UpstreamError> {
+) -> Result<(Arc<StdioTransport>, InboundRx), UpstreamError> {
     let mut cmd = std::process::Command::new(&spec.command);
     cmd.args(&spec.args);
     configure(&mut cmd, spec);
@@ -204,7 +204,7 @@ pub fn spawn(
     let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
     let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
 
-    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE);
+    let (inbound_tx, inbound_rx) = inbound_channel();
     let (writer_tx, writer_rx) = mpsc::channel(OUTBOUND_QUEUE);
     let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
     let transport = Arc::new(StdioTransport {

@@ -1,5 +1,7 @@
 //! Fuzzes raw-JSON patching (`patch::set`, `Message::patch` and its wrappers): the gateway rewrites
-//! a few members of messages it forwards, and every other byte must cross untouched.
+//! a few members of messages it forwards, and every other byte must cross untouched. On valid
+//! JSON the lookups for decoded text (`patch::decoded`, which walk only the key path's levels)
+//! must answer exactly as the checked ones do.
 //!
 //! JSON comes either straight from the fuzzer or rendered from an arbitrary tree with odd
 //! spacing, escaped keys and number forms, so valid documents are common.
@@ -9,7 +11,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use manifold_wire::Message;
 use manifold_wire::depth::{MAX_JSON_DEPTH, max_depth};
-use manifold_wire::patch::{Part, PatchError, get, locate, set};
+use manifold_wire::patch::{Part, PatchError, decoded, get, locate, set};
 use serde::de::IgnoredAny;
 
 /// Keys the gateway patches, plus spellings that must be recognised as the same key.
@@ -174,11 +176,26 @@ fn one_region(before: &str, out: &str) -> (usize, usize) {
     (p, s)
 }
 
+/// A result with its error reduced to its kind: the two lookups word a malformed key apart.
+fn same_kind<T: Clone>(r: &Result<T, PatchError>) -> Result<T, std::mem::Discriminant<PatchError>> {
+    r.clone().map_err(|e| std::mem::discriminant(&e))
+}
+
 fn check_set(json: &str, path: &[String], value: &str) {
     let keys: Vec<&str> = path.iter().map(String::as_str).collect();
     let value_ok = is_json(value);
     let before = locate(json, &keys);
     let result = set(json, &keys, value);
+    assert_eq!(
+        same_kind(&decoded::locate(json, &keys)),
+        same_kind(&before),
+        "decoded and checked lookups disagree"
+    );
+    assert_eq!(
+        same_kind(&decoded::set(json, &keys, value)),
+        same_kind(&result),
+        "decoded and checked patches disagree"
+    );
     let out = match result {
         Ok(out) => out,
         Err(PatchError::BadReplacement(_)) => {
@@ -254,7 +271,7 @@ fn check_message(params: &str, path: &[String], value: &str) {
             );
         }
         (Err(PatchError::Broken(_)), Ok(_)) => {}
-        (Err(a), Err(b)) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(std::mem::discriminant(&a), std::mem::discriminant(&b)),
         (p, e) => panic!("Message::patch and set disagree: {p:?} vs {e:?}"),
     }
     for r in [m.with_name("t\u{e9}"), m.with_uri("file:///a\"b")]

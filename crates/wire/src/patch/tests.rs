@@ -174,3 +174,31 @@ fn set_missing_adds_only_what_is_absent_in_one_splice() {
         Some(r#"{"_meta":{"v":"2026","caps":{},"info":{"n":1}}}"#)
     );
 }
+
+#[test]
+fn checked_members_patch_as_unchecked_ones_do_and_refuse_bad_values_up_front() {
+    let members = [
+        ("protocolVersion", "\"2026-07-28\""),
+        ("clientInfo", r#"{"name":"m"}"#),
+    ];
+    let checked = CheckedMembers::new(&members).unwrap();
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"clientInfo":{"name":"c"}}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    ] {
+        let m = Message::decode_str(text).unwrap();
+        assert_eq!(
+            m.patch_missing_checked(Part::Params, &["_meta"], &checked)
+                .unwrap()
+                .as_str(),
+            m.patch_missing(Part::Params, &["_meta"], &members)
+                .unwrap()
+                .as_str()
+        );
+    }
+    assert!(matches!(
+        CheckedMembers::new(&[("a", "{")]),
+        Err(PatchError::BadReplacement(_))
+    ));
+}

@@ -175,3 +175,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn strings_are_crossed_alike_whether_short_or_long() {
+    // Escapes at every place in strings short and long.
+    for before in 0..40 {
+        for escape in [r#"\""#, r"\\", r"\u0041"] {
+            let value = format!("\"{}{escape}x}}\"", "a".repeat(before));
+            let text = format!(r#"{{"s":{value},"after":1}}"#);
+            assert_eq!(value_of(&text, "s"), Some(value.as_str()), "{text}");
+            assert_eq!(value_of(&text, "after"), Some("1"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn a_key_whose_escapes_do_not_decode_is_malformed_as_a_full_parse_says() {
+    let text = r#"{"\ud800":1,"name":2}"#;
+    assert!(serde_json::from_str::<std::collections::HashMap<String, i64>>(text).is_err());
+    assert!(matches!(
+        member_span(text, "name"),
+        Err(ScanError::Malformed(_))
+    ));
+    assert!(members_present(text, &["name"]).is_err());
+}

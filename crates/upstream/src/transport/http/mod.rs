@@ -13,7 +13,6 @@ pub mod trace_headers;
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use url::Url;
 
 use crate::auth::RequestAuthorizer;
@@ -23,7 +22,7 @@ use crate::error::UpstreamError;
 use crate::http_client as client;
 use crate::http_spec::{HttpSpec, HttpTransportChoice};
 use crate::negotiate::{EraChoice, PeerInfo};
-use crate::transport::{INBOUND_QUEUE, Transport};
+use crate::transport::{Transport, inbound_channel};
 
 pub use legacy_sse::LegacySseTransport;
 pub use streamable::StreamableHttpTransport;
@@ -75,7 +74,7 @@ fn means_old_transport(error: &UpstreamError) -> bool {
 
 async fn start_and_negotiate(
     transport: Arc<dyn Transport>,
-    inbound: mpsc::Receiver<crate::transport::Inbound>,
+    inbound: crate::transport::InboundRx,
     era: EraChoice,
     options: &ConnectOptions,
 ) -> Result<(Connection, PeerInfo), UpstreamError> {
@@ -100,7 +99,7 @@ async fn connect_streamable(
     auth: RequestAuthorizer,
     options: &ConnectOptions,
 ) -> Result<(Connection, PeerInfo), UpstreamError> {
-    let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
+    let (tx, rx) = inbound_channel();
     let transport = Arc::new(StreamableHttpTransport::with_auth(
         &options.server,
         http,
@@ -123,7 +122,7 @@ async fn connect_legacy_sse(
             detail: "the HTTP+SSE transport carries only the legacy era, but the modern era was required; use era auto or legacy, or a Streamable HTTP URL".to_owned(),
         });
     }
-    let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
+    let (tx, rx) = inbound_channel();
     let transport = legacy_sse::open_with_auth(&options.server, http, url, tx, auth).await?;
     start_and_negotiate(Arc::new(transport), rx, EraChoice::Legacy, options).await
 }

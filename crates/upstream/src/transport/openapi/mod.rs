@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, Revision};
 use serde_json::{Value, json};
 
-use super::{Inbound, InboundTx, Transport};
+use super::{Inbound, InboundRx, InboundTx, Transport};
 use crate::error::UpstreamError;
 use crate::http_client::{build_client, check_url, describe_error, read_body_limited};
 use crate::http_spec::HttpSpec;
@@ -115,7 +115,7 @@ async fn read_document(
 pub async fn start(
     server: &str,
     spec: &OpenApiSpec,
-) -> Result<(Arc<dyn Transport>, tokio::sync::mpsc::Receiver<Inbound>), UpstreamError> {
+) -> Result<(Arc<dyn Transport>, InboundRx), UpstreamError> {
     let base = check_url(&spec.api.url, spec.api.allow_insecure_http)?;
     let client = build_client(&spec.api, server)?;
     let text = read_document(spec, server, &client).await?;
@@ -141,7 +141,7 @@ pub async fn start(
         .and_then(Value::as_str)
         .unwrap_or("0")
         .to_owned();
-    let (tx, rx) = tokio::sync::mpsc::channel(super::INBOUND_QUEUE);
+    let (tx, rx) = super::inbound_channel();
     let transport = OpenApiTransport {
         server: server.to_owned(),
         base: base.to_string().trim_end_matches('/').to_owned(),
