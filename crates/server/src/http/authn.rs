@@ -18,7 +18,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use manifold_auth::bearer::query_carries_credential;
@@ -35,10 +34,10 @@ use crate::sealed;
 
 /// Runs the rest of the stack as `caller`, in the tool set the path names or the caller is
 /// confined to; refuses an unknown set (404) and a set the caller is kept out of (403).
-async fn run_as(
+async fn run_as<Fut: Future<Output = Response>>(
     state: &AppState,
     request: Request,
-    next: Next,
+    then: impl FnOnce(Request) -> Fut,
     caller: Option<Arc<Caller>>,
     binding: Option<String>,
 ) -> Response {
@@ -60,7 +59,7 @@ async fn run_as(
         binding,
         toolset,
     });
-    next.run(request).await
+    then(request).await
 }
 
 fn caller_of(identity: &Identity, bearer: Option<String>) -> Caller {
@@ -94,17 +93,17 @@ fn refusal(auth: &manifold_auth::Authenticator, error: &AuthError) -> Response {
     response
 }
 
-/// Authenticates a request and runs the rest of the stack as that identity.
-pub(crate) async fn require(
-    State(state): State<Arc<AppState>>,
+/// Authenticates a request and runs `then` (the rest of the stack) as that identity.
+pub(crate) async fn authenticate_then<Fut: Future<Output = Response>>(
+    state: &AppState,
     request: Request,
-    next: Next,
+    then: impl FnOnce(Request) -> Fut,
 ) -> Response {
     let Some(auth) = state.settings.auth.as_ref() else {
-        if let Some(r) = foreign_session(&state, &request, None) {
+        if let Some(r) = foreign_session(state, &request, None) {
             return r;
         }
-        return run_as(&state, request, next, None, None).await;
+        return run_as(state, request, then, None, None).await;
     };
     if request.uri().query().is_some_and(query_carries_credential) {
         tracing::warn!(
@@ -146,12 +145,12 @@ pub(crate) async fn require(
     // The token just authenticated, kept for servers that take the caller's own token.
     let bearer = manifold_auth::bearer::bearer_token(&values).ok().flatten();
     let binding = identity.binding();
-    if let Some(r) = foreign_session(&state, &request, Some(&binding)) {
+    if let Some(r) = foreign_session(state, &request, Some(&binding)) {
         return r;
     }
     let span = tracing::info_span!("authenticated", caller = %identity.name);
     let caller = Some(Arc::new(caller_of(&identity, bearer)));
-    run_as(&state, request, next, caller, Some(binding))
+    run_as(state, request, then, caller, Some(binding))
         .instrument(span)
         .await
 }

@@ -11,7 +11,6 @@
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use manifold_telemetry::RejectReason;
 use manifold_wire::ErrorCode;
@@ -24,16 +23,17 @@ pub const JSON_MEDIA_TYPE: &str = "application/json";
 /// Longest `Content-Type` quoted back in a refusal; a longer one is cut.
 pub const MAX_QUOTED_CONTENT_TYPE: usize = 100;
 
-pub(crate) async fn require_json(request: Request, next: Next) -> Response {
+/// The 415 refusal for a POST whose `Content-Type` is not JSON; `None` for any other request.
+pub(crate) fn json_refusal(request: &Request) -> Option<Response> {
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return None;
     }
     let sent = request
         .headers()
         .get(header::CONTENT_TYPE)
         .map(|v| quoted(v.to_str().unwrap_or("(not ASCII)")));
     if sent.as_deref().is_some_and(is_json) {
-        return next.run(request).await;
+        return None;
     }
     tracing::warn!(content_type = ?sent, path = %request.uri().path(), "refused a POST that is not JSON");
     let why = match sent {
@@ -53,7 +53,7 @@ pub(crate) async fn require_json(request: Request, next: Next) -> Response {
     response
         .extensions_mut()
         .insert(super::metering::Refused(RejectReason::UnsupportedMediaType));
-    response
+    Some(response)
 }
 
 /// A `Content-Type` as a refusal quotes it: at most [`MAX_QUOTED_CONTENT_TYPE`] characters.

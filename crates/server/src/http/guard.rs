@@ -22,21 +22,29 @@ pub(crate) async fn origin_and_host(
     request: Request,
     next: Next,
 ) -> Response {
+    match origin_and_host_refusal(&state, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The refusal for a request whose `Origin` or `Host` is not allowed; `None` when both are.
+pub(crate) fn origin_and_host_refusal(state: &AppState, request: &Request) -> Option<Response> {
     let origin = request
         .headers()
         .get(header::ORIGIN)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     if !origin_allowed(&state.settings.allowed_origins, origin) {
         tracing::warn!(origin = ?origin, "refused a request from a disallowed Origin");
-        return refused(
+        return Some(refused(
             RejectReason::Origin,
             forbidden(format!(
                 "Forbidden: the Origin {:?} is not allowed; add it to allowed_origins if this page should reach Manifold",
                 origin.unwrap_or_default()
             )),
-        );
+        ));
     }
-    host_only(State(state), request, next).await
+    host_refusal(state, request)
 }
 
 /// The Host check alone, for the operators' pages: they accept a change only from a page of their
@@ -48,27 +56,35 @@ pub(crate) async fn host_only(
     request: Request,
     next: Next,
 ) -> Response {
+    match host_refusal(&state, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The refusal for a request whose `Host` is not allowed; `None` when it is.
+fn host_refusal(state: &AppState, request: &Request) -> Option<Response> {
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
-    if !state
+    if state
         .settings
         .allowed_hosts
         .allows(host.as_deref(), state.local)
     {
-        tracing::warn!(host = ?host, "refused a request for a disallowed Host");
-        return refused(
-            RejectReason::Host,
-            forbidden(format!(
-                "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
-                host.unwrap_or_default()
-            )),
-        );
+        return None;
     }
-    next.run(request).await
+    tracing::warn!(host = ?host, "refused a request for a disallowed Host");
+    Some(refused(
+        RejectReason::Host,
+        forbidden(format!(
+            "Forbidden: the Host {:?} is not allowed; add it to allowed_hosts if clients reach Manifold under that name",
+            host.unwrap_or_default()
+        )),
+    ))
 }
 
 /// A refusal with its reason attached, for the rejected-requests metric (`metering.rs`).

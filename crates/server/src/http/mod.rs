@@ -3,6 +3,7 @@
 //! then authentication (`authn.rs`); `/healthz`, `/readyz` and `/metrics` for operators beside them
 //! (or on their own listener), and the OAuth protected resource metadata.
 
+pub(crate) mod admission;
 pub mod audited_refusal;
 pub mod authn;
 pub mod content_type;
@@ -171,16 +172,10 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/mcp/{toolset}", any(streamable::endpoint))
         .route("/sse/{toolset}", get(sse_transport::open))
         .route("/message/{toolset}", post(sse_transport::message))
-        // Inside authentication: an unauthenticated caller learns 401, never what the body
-        // should have been.
-        .layer(axum::middleware::from_fn(content_type::require_json))
+        // Origin and Host, then authentication, then the POST's Content-Type (`admission.rs`).
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
-            authn::require,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            guard::origin_and_host,
+            admission::admit,
         ))
         // The operators' pages sign people in themselves and accept changes only from their own
         // page; a hostile name pointed at this address (DNS rebinding) is still refused.
