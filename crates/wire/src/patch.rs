@@ -554,8 +554,24 @@ impl Message {
             Some(span) => {
                 let inner = text.get(span.clone()).unwrap_or_default();
                 match edit(inner)? {
+                    // Replacing the whole params (an empty path) must leave them an object or
+                    // an array, as the decoder requires of any request.
+                    Some(patched)
+                        if matches!(part, Part::Params)
+                            && !matches!(
+                                patched.trim_start().as_bytes().first(),
+                                Some(b'{' | b'[')
+                            ) =>
+                    {
+                        Err(PatchError::Broken(Fault {
+                            kind: crate::envelope::FaultKind::ParamsNotStructured,
+                            id: self.id().cloned(),
+                        }))
+                    }
+                    // Whitespace around a whole replacement belongs to no member: a decoder
+                    // would leave it out of the span, so it is left out here too.
                     Some(patched) => self
-                        .with_member_value(span, &patched)
+                        .with_member_value(span, patched.trim_matches([' ', '\t', '\n', '\r']))
                         .map_err(PatchError::Broken),
                     None => Ok(self.clone()),
                 }

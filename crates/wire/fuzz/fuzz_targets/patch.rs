@@ -266,7 +266,7 @@ fn check_message(params: &str, path: &[String], value: &str) {
             let (before, after) = (&params[..lead], &params[lead + raw.len()..]);
             assert_eq!(
                 p.as_str(),
-                format!("{prefix}{before}{new_params}{after}{suffix}"),
+                format!("{prefix}{before}{}{after}{suffix}", json_trim(&new_params)),
                 "bytes outside the patched member changed"
             );
         }

@@ -202,3 +202,19 @@ fn checked_members_patch_as_unchecked_ones_do_and_refuse_bad_values_up_front() {
         Err(PatchError::BadReplacement(_))
     ));
 }
+
+#[test]
+fn replacing_the_whole_params_with_a_scalar_is_refused_and_the_message_stays_valid() {
+    // Found by the `patch` fuzz target: `[]` params patched at the empty path with `null`.
+    let m = Message::decode_str(r#"{"jsonrpc":"2.0","id":7,"method":"m","params":[]}"#).unwrap();
+    assert!(matches!(
+        m.patch(Part::Params, &[], "null"),
+        Err(PatchError::Broken(Fault {
+            kind: crate::envelope::FaultKind::ParamsNotStructured,
+            ..
+        }))
+    ));
+    let replaced = m.patch(Part::Params, &[], " {\"a\":1}\n").unwrap();
+    assert_eq!(Message::decode_str(replaced.as_str()).unwrap(), replaced);
+    assert_eq!(replaced.params(), Some(r#"{"a":1}"#));
+}
