@@ -42,82 +42,95 @@ pub(crate) struct ArgumentRecording<'r> {
     pub secret_fields: Vec<String>,
 }
 
-/// Runs `route` for `request` with its audit row: admission first (required mode), the row
-/// after, and in required mode the answer waits for the row. A request dropped before its answer
-/// (the client cancelled) still gets a row, `cancelled`.
-pub(crate) async fn audited<F>(
+/// Opens `request`'s audit row before it runs: in required mode, refuses it (the returned
+/// error is the answer) while rows cannot be written. The caller awaits the route itself and
+/// hands the answer to [`PendingRow::finish`]; dropping the row unfinished (the client
+/// cancelled) records `cancelled`. Opening and finishing are two calls around the route rather
+/// than a wrapper future, so the routing future (tens of KiB) is never moved into another one:
+/// each move is a memcpy of its whole size, per call.
+pub(crate) fn open_row(
     sink: Arc<dyn AuditSink>,
-    recording: Option<ArgumentRecording<'_>>,
     ctx: &RequestContext,
     request: &Message,
     method: &str,
-    route: F,
-) -> Message
-where
-    F: Future<Output = Message>,
-{
+) -> Result<PendingRow, Box<Message>> {
     let always = AUDITED_METHODS.contains(&method);
     if always && let Err(unavailable) = sink.admit() {
-        return Message::error(
+        return Err(Box::new(Message::error(
             request.id().cloned(),
             &ErrorObject::new(ErrorCode::UpstreamUnavailable, unavailable.to_string()),
-        );
+        )));
     }
     let started = Instant::now();
     // Other methods (lists, pings) get a row only when refused: nothing is built for them
     // unless that happens, and a cancelled one leaves no row.
-    let mut row = PendingRow {
-        sink: Arc::clone(&sink),
+    let row = PendingRow {
+        sink,
         facts: always.then(|| first_facts(ctx, request, method)),
+        always,
         started,
     };
     ctx.audit.start(row.call_id().to_owned());
-    let response = route.await;
-    let notes = ctx.audit.take();
-    if !always && notes.refusal.is_none() {
-        return response;
-    }
-    let mut facts = row
-        .facts
-        .take()
-        .unwrap_or_else(|| first_facts(ctx, request, method));
-    finish_facts(
-        &mut facts,
-        &notes,
-        request,
-        &response,
-        started,
-        recording.as_ref(),
-    );
-    let ack = sink.record(facts);
-    if !sink.answers_wait() {
-        return response;
-    }
-    match ack.await {
-        Ok(()) => response,
-        Err(unavailable) => Message::error(
-            request.id().cloned(),
-            &ErrorObject::new(
-                ErrorCode::UpstreamUnavailable,
-                format!(
-                    "the request ran, but its answer is withheld because its audit row could not be written: {unavailable}"
-                ),
-            ),
-        ),
-    }
+    Ok(row)
 }
 
 /// A row between the request's start and its answer; dropped with facts left, it records a
 /// cancellation.
-struct PendingRow {
+pub(crate) struct PendingRow {
     sink: Arc<dyn AuditSink>,
     facts: Option<AuditFacts>,
+    /// Whether the method always gets a row (else only when refused).
+    always: bool,
     started: Instant,
 }
 
 impl PendingRow {
     fn call_id(&self) -> &str {
         self.facts.as_ref().map_or("", |f| f.call_id.as_str())
+    }
+
+    /// Writes the row of `request`, answered with `response`; in required mode the answer
+    /// waits for the row, and is replaced by an error if the row cannot be written.
+    pub(crate) async fn finish(
+        mut self,
+        recording: Option<ArgumentRecording<'_>>,
+        ctx: &RequestContext,
+        request: &Message,
+        method: &str,
+        response: Message,
+    ) -> Message {
+        let notes = ctx.audit.take();
+        if !self.always && notes.refusal.is_none() {
+            return response;
+        }
+        let mut facts = self
+            .facts
+            .take()
+            .unwrap_or_else(|| first_facts(ctx, request, method));
+        finish_facts(
+            &mut facts,
+            &notes,
+            request,
+            &response,
+            self.started,
+            recording.as_ref(),
+        );
+        let ack = self.sink.record(facts);
+        if !self.sink.answers_wait() {
+            return response;
+        }
+        match ack.await {
+            Ok(()) => response,
+            Err(unavailable) => Message::error(
+                request.id().cloned(),
+                &ErrorObject::new(
+                    ErrorCode::UpstreamUnavailable,
+                    format!(
+                        "the request ran, but its answer is withheld because its audit row could not be written: {unavailable}"
+                    ),
+                ),
+            ),
+        }
     }
 }
 

@@ -29,7 +29,7 @@ pub(crate) struct ToolCallNote {
 
 /// One request's notes for its audit row, carried in its request context (`ctx.audit`) so
 /// that any stage can add to them and the signatures show it. Empty until the recorder starts
-/// them ([`audited`]): a request that gets no row keeps nothing. The edge builds it with
+/// them ([`open_row`](crate::audit::open_row)): a request that gets no row keeps nothing. The edge builds it with
 /// `Default`; a context is never shared by two requests, so neither are its notes, and a clone
 /// of a context (made only to build another request's) starts with none.
 #[derive(Debug, Default)]

@@ -73,8 +73,12 @@ impl Core {
                 redactor: &telemetry.call_log.redactor,
                 secret_fields: self.secret_fields_of_called_tool(request, method),
             });
-        let routed = self.route(ctx, request, method);
-        crate::audit::audited(sink, recording, ctx, request, method, routed).await
+        let row = match crate::audit::open_row(sink, ctx, request, method) {
+            Ok(row) => row,
+            Err(refused) => return *refused,
+        };
+        let response = self.route(ctx, request, method).await;
+        row.finish(recording, ctx, request, method, response).await
     }
 
     /// The fields the called tool's input schema marks secret, for recorded arguments.
