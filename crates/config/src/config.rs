@@ -3,14 +3,14 @@
 
 use crate::secret::Secret;
 use crate::server::ServerConfig;
-use crate::settings::GatewaySettings;
+use crate::settings::GatewaySection;
 
 /// A loaded, validated, resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where it came from (the path as given, or the name given to [`Config::from_str`]).
     pub origin: String,
-    pub gateway: GatewaySettings,
+    pub gateway: GatewaySection,
     /// Every server, enabled or not, ordered by name (ignoring case).
     pub servers: Vec<ServerConfig>,
     /// The `[[rules]]`: who may see and call what, tried in file order, as the gateway's own
@@ -53,7 +53,7 @@ pub struct Config {
 impl Config {
     pub(crate) fn assemble(
         origin: &str,
-        gateway: GatewaySettings,
+        gateway: GatewaySection,
         servers: Vec<ServerConfig>,
         secrets: Vec<Secret>,
     ) -> Config {

@@ -54,4 +54,4 @@ pub use manifold_auth::{AuthSettings, OAuthSettings};
 pub use manifold_server::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use secret::Secret;
 pub use server::{Interpolated, OnChange, Scope, ServerConfig, ServerKind, Startup, ToolFilter};
-pub use settings::{Discovery, GatewaySettings, NamingMode, SessionKey};
+pub use settings::{Discovery, GatewaySection, NamingMode, SessionKey};

@@ -7,7 +7,6 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use crate::secret::Secret;
 use manifold_gateway::catalog::naming::{DEFAULT_MAX_NAME_LEN, NamingRules};
 use manifold_server::allowlist::{HostAllowlist, OriginPattern, origin_allowed};
 
@@ -15,6 +14,9 @@ use manifold_server::allowlist::{HostAllowlist, OriginPattern, origin_allowed};
 // reader of the file's settings need not know which component owns each.
 pub use manifold_gateway::Discovery;
 pub use manifold_gateway::catalog::naming::{NamingMode, PREFIX_SEPARATOR};
+/// The key that seals legacy-era session state into session ids: the server's own type, whose
+/// rules (32 bytes, the key id's characters) are the ones checked.
+pub use manifold_server::SessionKey;
 
 /// Manifold's default port: fixed, so clients can be configured once.
 pub const DEFAULT_PORT: u16 = 7391;
@@ -28,17 +30,9 @@ pub const NAME_MAX_LEN_RANGE: std::ops::RangeInclusive<usize> = 16..=128;
 /// Characters of the tool's own name that a prefix must leave room for.
 pub const MIN_TOOL_NAME_ROOM: usize = 8;
 
-/// The key that seals legacy-era session state into session ids.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionKey {
-    /// Names the key in sealed tokens, for rotation; `None` when not configured.
-    pub id: Option<String>,
-    pub key: Secret<[u8; 32]>,
-}
-
 /// The resolved `[gateway]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewaySettings {
+pub struct GatewaySection {
     pub listen: SocketAddr,
     pub naming: NamingMode,
     pub name_max_len: usize,
@@ -52,7 +46,7 @@ pub struct GatewaySettings {
     pub data_dir: PathBuf,
 }
 
-impl GatewaySettings {
+impl GatewaySection {
     /// Whether a request's `Origin` header is allowed.
     pub fn origin_allowed(&self, origin: &str) -> bool {
         origin_allowed(&self.allowed_origins, Some(origin))

@@ -43,8 +43,8 @@ headers = { Authorization = "Bearer ${TOKEN}" }
     )
     .unwrap();
     assert_eq!(
-        c.gateway.session_key.as_ref().unwrap().key.expose(),
-        &[0x5e; 32]
+        c.gateway.session_key.as_ref(),
+        Some(&manifold_config::SessionKey::from_bytes(&[0x5e; 32]).unwrap())
     );
     let ServerKind::Stdio {
         spec, interpolated, ..

@@ -253,8 +253,12 @@ fn session_keys_are_32_bytes_and_never_echoed() {
         "[gateway]\nsession_key = \"{hex}\"\nsession_key_id = \"k1\""
     ));
     let key = c.gateway.session_key.as_ref().unwrap();
-    assert_eq!(key.key.expose(), &[0xab; 32]);
-    assert_eq!(key.id.as_deref(), Some("k1"));
+    let expected = manifold_config::SessionKey::from_bytes(&[0xab; 32])
+        .unwrap()
+        .with_id("k1")
+        .unwrap();
+    assert_eq!(key, &expected);
+    assert_eq!(key.id(), "k1");
     let message = error("[gateway]\nsession_key = \"c2hvcnQta2V5\"");
     assert_eq!(
         message,
@@ -697,8 +701,22 @@ fn smaller_rules_have_their_messages_too() {
             "[gateway]\nsession_key = \"{}\"\nsession_key_id = \"key one\"",
             "ab".repeat(32)
         )),
-        "gateway.session_key_id = \"key one\": is not a key id; use 1 to 64 of A-Z a-z 0-9 _ - ., e.g. \"k1\""
+        "gateway.session_key_id = \"key one\": is not a key id; use 1 to 16 of A-Z a-z 0-9 _ - (a \".\" ends the key id inside a session id), e.g. \"k1\""
     );
+    // The server's own rule: a "." ends the key id inside a session id, and ids stay short.
+    // (These once passed `manifold check` and then stopped `manifold serve`.)
+    for id in ["prod.2026", "seventeen-chars-x"] {
+        let message = error(&format!(
+            "[gateway]\nsession_key = \"{}\"\nsession_key_id = \"{id}\"",
+            "ab".repeat(32)
+        ));
+        assert!(
+            message.starts_with(&format!(
+                "gateway.session_key_id = \"{id}\": is not a key id"
+            )),
+            "{message}"
+        );
+    }
     assert_eq!(
         error("[servers.a]\nurl = \"https://a.example\"\nallow_insecure_http = \"yes\""),
         "servers.a.allow_insecure_http = \"yes\": is a string, but must be a boolean; write true or false"

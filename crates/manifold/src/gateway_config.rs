@@ -14,7 +14,6 @@ use manifold_gateway::approval::Approvals;
 use manifold_gateway::{GatewaySettings, UpstreamDefinition};
 use manifold_store::Store;
 use manifold_upstream::auth::TokenStore;
-use sha2::{Digest, Sha256};
 
 use crate::report::CliError;
 
@@ -107,12 +106,7 @@ fn approvals(config: &Config, store: &Arc<Store>) -> Approvals {
     let mut approvals = Approvals::new(ledger, a.window, a.progress_window);
     if let Some(key) = &config.gateway.session_key {
         // A key of its own, so a requestState never doubles as anything the session key seals.
-        let mut hasher = Sha256::new();
-        hasher.update(b"manifold approval requestState\0");
-        hasher.update(key.key.expose());
-        let mut derived = [0u8; 32];
-        derived.copy_from_slice(&hasher.finalize());
-        approvals = approvals.with_key(derived);
+        approvals = approvals.with_key(key.derive(b"manifold approval requestState\0"));
     }
     if let Some(url) = &a.webhook {
         approvals = approvals.with_announcer(Arc::new(

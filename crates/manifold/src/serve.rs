@@ -66,16 +66,7 @@ async fn start_gateway(
 
 fn session_key(config: &Config) -> Result<SessionKey, CliError> {
     match &config.gateway.session_key {
-        Some(k) => {
-            let key = SessionKey::from_bytes(k.key.expose())
-                .map_err(|e| CliError::usage(format!("gateway.session_key: {e}")))?;
-            match &k.id {
-                Some(id) => key
-                    .with_id(id)
-                    .map_err(|e| CliError::usage(format!("gateway.session_key_id: {e}"))),
-                None => Ok(key),
-            }
-        }
+        Some(key) => Ok(key.clone()),
         None => {
             let path = config.gateway.data_dir.join(SESSION_KEY_FILE);
             SessionKey::load_or_create(&path).map_err(|e| {

@@ -36,7 +36,9 @@ impl fmt::Debug for SessionKey {
     }
 }
 
-fn valid_id(id: &str) -> bool {
+/// Whether `id` may name a key: 1 to [`MAX_KEY_ID_LEN`] of `A-Z a-z 0-9 _ -`. Never a `.`: it
+/// ends the key id in a session id. The one rule: configuration checks it with this too.
+pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_KEY_ID_LEN
         && id
@@ -160,6 +162,17 @@ impl SessionKey {
     pub(crate) fn bytes(&self) -> &[u8; KEY_BYTES] {
         &self.key
     }
+
+    /// A key of its own for `purpose`, derived from this one (SHA-256 of `purpose` then the
+    /// key), so one configured secret serves other sealers without a token of one ever opening
+    /// as a token of another.
+    pub fn derive(&self, purpose: &[u8]) -> [u8; KEY_BYTES] {
+        use sha2::Digest as _;
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(purpose);
+        hasher.update(self.key);
+        hasher.finalize().into()
+    }
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -174,6 +187,26 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_keys_differ_by_purpose_and_from_the_key() {
+        let key = SessionKey::from_bytes(&[7; KEY_BYTES]).unwrap();
+        let approvals = key.derive(b"manifold approval requestState\0");
+        assert_eq!(approvals, key.derive(b"manifold approval requestState\0"));
+        assert_ne!(approvals, key.derive(b"another purpose"));
+        assert_ne!(&approvals, key.bytes());
+        let other = SessionKey::from_bytes(&[8; KEY_BYTES]).unwrap();
+        assert_ne!(approvals, other.derive(b"manifold approval requestState\0"));
+    }
+
+    #[test]
+    fn key_ids_are_short_and_never_hold_the_separator() {
+        assert!(valid_id("k1") && valid_id("prod_2026-a"));
+        assert!(!valid_id("") && !valid_id("prod.2026") && !valid_id("key one"));
+        assert!(
+            valid_id(&"a".repeat(MAX_KEY_ID_LEN)) && !valid_id(&"a".repeat(MAX_KEY_ID_LEN + 1))
+        );
+    }
 
     fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!(

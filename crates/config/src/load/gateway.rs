@@ -11,7 +11,7 @@ use super::reader::{Item, Reader, Show, Text, key_path};
 use crate::environment::Var;
 use crate::secret::Secret;
 use crate::settings::{
-    DEFAULT_LISTEN, DEFAULT_NAME_MAX_LEN, Discovery, GatewaySettings, NAME_MAX_LEN_RANGE,
+    DEFAULT_LISTEN, DEFAULT_NAME_MAX_LEN, Discovery, GatewaySection, NAME_MAX_LEN_RANGE,
     NamingMode, SessionKey,
 };
 use manifold_server::allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
@@ -67,7 +67,7 @@ fn patterns<T>(
 
 /// Reads `[gateway]` (absent: every default).
 #[allow(clippy::too_many_lines)] // predates the 100-line limit; split when next changed
-pub(crate) fn read_gateway(reader: &mut Reader<'_>, section: Option<&Item<'_>>) -> GatewaySettings {
+pub(crate) fn read_gateway(reader: &mut Reader<'_>, section: Option<&Item<'_>>) -> GatewaySection {
     let empty = DeTable::new();
     let table = match section {
         Some(item) => reader
@@ -180,18 +180,15 @@ pub(crate) fn read_gateway(reader: &mut Reader<'_>, section: Option<&Item<'_>>) 
     let key_id = table.get("session_key_id").and_then(|item| {
         let f = field("session_key_id");
         let text = reader.string(&f, item, Show::Value, "write e.g. \"k1\"")?;
-        let valid = !text.value.is_empty()
-            && text.value.len() <= 64
-            && text
-                .value
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !valid {
+        if !manifold_server::session_key::valid_id(&text.value) {
             reader.report_text(
                 &f,
                 &text,
                 "is not a key id",
-                "use 1 to 64 of A-Z a-z 0-9 _ - ., e.g. \"k1\"",
+                format!(
+                    "use 1 to {} of A-Z a-z 0-9 _ - (a \".\" ends the key id inside a session id), e.g. \"k1\"",
+                    manifold_server::session_key::MAX_KEY_ID_LEN
+                ),
             );
             return None;
         }
@@ -205,7 +202,13 @@ pub(crate) fn read_gateway(reader: &mut Reader<'_>, section: Option<&Item<'_>>) 
         }
         Some(text.value)
     });
-    let session_key = key.map(|key| SessionKey { id: key_id, key });
+    // Both parts were checked by the server's own rules above, so neither step can refuse.
+    let session_key = key
+        .and_then(|key| SessionKey::from_bytes(key.expose()).ok())
+        .and_then(|key| match &key_id {
+            Some(id) => key.with_id(id).ok(),
+            None => Some(key),
+        });
 
     let data_dir = match table.get("data_dir") {
         Some(item) => {
@@ -223,7 +226,7 @@ pub(crate) fn read_gateway(reader: &mut Reader<'_>, section: Option<&Item<'_>>) 
         None => default_data_dir(reader).unwrap_or_default(),
     };
 
-    GatewaySettings {
+    GatewaySection {
         listen,
         naming,
         name_max_len,

@@ -16,7 +16,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::reader::{Item, Reader, Show, key_path};
 use crate::server::{ServerConfig, ServerKind};
-use crate::settings::GatewaySettings;
+use crate::settings::GatewaySection;
 
 pub(crate) const SANDBOX_KEYS: &[&str] = &[
     "profile",
@@ -108,7 +108,7 @@ struct Layer {
 pub(crate) fn apply_sandboxes(
     reader: &mut Reader<'_>,
     root: &DeTable<'_>,
-    gateway: &GatewaySettings,
+    gateway: &GatewaySection,
     servers: &mut [ServerConfig],
 ) {
     let defaults = match root.get("sandbox") {
@@ -152,7 +152,7 @@ pub(crate) fn apply_sandboxes(
 fn resolve(
     defaults: &Layer,
     own: Layer,
-    gateway: &GatewaySettings,
+    gateway: &GatewaySection,
     name: &str,
     server: &StdioSpec,
     env: &dyn Environment,

@@ -20,7 +20,7 @@ use crate::server::{
     DEFAULT_MAX_TIMEOUT, DEFAULT_TIMEOUT, Interpolated, OnChange, Scope, ServerConfig, ServerKind,
     Startup, ToolFilter,
 };
-use crate::settings::{GatewaySettings, MIN_TOOL_NAME_ROOM, NamingMode, PREFIX_SEPARATOR};
+use crate::settings::{GatewaySection, MIN_TOOL_NAME_ROOM, NamingMode, PREFIX_SEPARATOR};
 
 pub(crate) const SERVER_KEYS: &[&str] = &[
     "command",
@@ -133,7 +133,7 @@ struct ReadServer {
 pub(crate) fn read_servers(
     reader: &mut Reader<'_>,
     section: Option<&Item<'_>>,
-    gateway: &GatewaySettings,
+    gateway: &GatewaySection,
 ) -> Vec<ServerConfig> {
     let Some(item) = section else {
         return Vec::new();
@@ -1006,7 +1006,7 @@ fn check_timeouts(
 
 /// Prefixes must be unique among enabled servers (ignoring case, as some clients do) and leave
 /// room for tool names.
-fn check_prefixes(reader: &mut Reader<'_>, servers: &[ReadServer], gateway: &GatewaySettings) {
+fn check_prefixes(reader: &mut Reader<'_>, servers: &[ReadServer], gateway: &GatewaySection) {
     let mut seen: BTreeMap<String, &str> = BTreeMap::new();
     for s in servers {
         let c = &s.config;
