@@ -302,7 +302,7 @@ fn scenario(id: ScenarioId, plan: &Plan) -> ScenarioReport {
                 audit::columns(),
             );
             s.notes.push(format!(
-                "calls/s = median of the {} rounds' calls/s; vs off = change against the off row in %; cpu us/call = gateway user+system time / timed calls over all rounds (clock ticks of {:.0} ms; SQLite writes happen in the gateway process, so they are included); store cpu = the PostgreSQL server's processes, outside the gateway; rows = audit rows written (Manifold's /metrics, read once its queue drained), rows/call = rows / every tools/call answered (timed and untimed), 1.000 = every call on the record; rows/batch = rows per store transaction",
+                "calls/s = median of the {} rounds' calls/s; vs off = change against the off row in %; paired = median over rounds of each round's change against off in the same round (less sensitive to the machine drifting between rounds); cpu us/call = gateway user+system time / timed calls over all rounds (clock ticks of {:.0} ms; SQLite writes happen in the gateway process, so they are included); store cpu = the PostgreSQL server's processes, outside the gateway; rows = audit rows written (Manifold's /metrics, read once its queue drained), rows/call = rows / every tools/call answered (timed and untimed), 1.000 = every call on the record; rows/batch = rows per store transaction",
                 plan.timed_rounds,
                 1000.0 / crate::process_metrics::clock_ticks_per_second() as f64
             ));

@@ -105,6 +105,7 @@ pub fn columns() -> Vec<Column> {
         column("calls_per_s", "calls/s"),
         column("spread_pct", "spread %"),
         column("calls_per_s_vs_off_pct", "vs off %"),
+        column("paired_vs_off_pct", "paired %"),
         column("p50_us", "p50 us"),
         column("p99_us", "p99 us"),
         column("cpu_us_per_call", "cpu us/call"),
@@ -307,7 +308,7 @@ pub async fn measure(launcher: &Launcher, plan: &Plan) -> (Vec<Row>, Vec<String>
     }
 
     let mut rows = Vec::with_capacity(lanes.len());
-    let mut baseline: Option<(f64, Option<f64>)> = None;
+    let mut baseline: Option<(f64, Option<f64>, Vec<f64>)> = None;
     for lane in lanes {
         let lane = match lane {
             Ok(lane) => lane,
@@ -344,12 +345,19 @@ pub async fn measure(launcher: &Launcher, plan: &Plan) -> (Vec<Row>, Vec<String>
                 );
             }
         }
-        match (lane.variant, baseline) {
-            (Variant::Off, _) if lane.calls > 0 => baseline = Some((cps, cpu)),
-            (_, Some((off_cps, off_cpu))) if off_cps > 0.0 => {
+        match (lane.variant, &baseline) {
+            (Variant::Off, _) if lane.calls > 0 => {
+                baseline = Some((cps, cpu, lane.per_round.clone()));
+            }
+            (_, Some((off_cps, off_cpu, off_rounds))) if *off_cps > 0.0 => {
+                let (off_cps, off_cpu) = (*off_cps, *off_cpu);
                 row.set(
                     "calls_per_s_vs_off_pct",
                     Cell::figure(change_pct(cps, off_cps)),
+                );
+                row.set(
+                    "paired_vs_off_pct",
+                    Cell::maybe(paired_change_pct(&lane.per_round, off_rounds)),
                 );
                 if let (Some(cpu), Some(off_cpu)) = (cpu, off_cpu.filter(|c| *c > 0.0)) {
                     row.set("cpu_vs_off_pct", Cell::figure(change_pct(cpu, off_cpu)));
@@ -412,6 +420,26 @@ fn count(value: f64) -> Cell {
     } else {
         Cell::Empty
     }
+}
+
+/// The median over rounds of each round's change against off in the same round: both ran
+/// within seconds of each other, so a drift of the machine between rounds (on this kind of
+/// machine the same build's "vs off" ranged from -0.3% to -40% run by run) falls on both halves
+/// of each pair. `None` unless both ran every round.
+pub fn paired_change_pct(rounds: &[f64], off_rounds: &[f64]) -> Option<f64> {
+    if rounds.is_empty() || rounds.len() != off_rounds.len() {
+        return None;
+    }
+    let changes: Vec<f64> = rounds
+        .iter()
+        .zip(off_rounds)
+        .filter(|(_, off)| **off > 0.0)
+        .map(|(on, off)| change_pct(*on, *off))
+        .collect();
+    if changes.len() != rounds.len() {
+        return None;
+    }
+    median(&changes)
 }
 
 /// (value - baseline) / baseline in percent: negative when the variant is lower.
@@ -488,6 +516,18 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+
+    #[test]
+    fn the_paired_change_is_the_median_of_each_rounds_own_change() {
+        // Round 2 ran on a slow machine for both: its pair still says -10%.
+        let off = [100.0, 50.0, 100.0];
+        let on = [90.0, 45.0, 80.0];
+        let paired = paired_change_pct(&on, &off).unwrap();
+        assert!((paired - -10.0).abs() < 1e-9, "{paired}");
+        assert_eq!(paired_change_pct(&on[..2], &off), None);
+        assert_eq!(paired_change_pct(&[], &[]), None);
+        assert_eq!(paired_change_pct(&[1.0], &[0.0]), None);
+    }
 
     #[test]
     fn each_variant_configures_its_own_trail() {
