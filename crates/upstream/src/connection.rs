@@ -419,6 +419,7 @@ impl Connection {
             options,
             finished: false,
         };
+        tracing::debug!(server = %self.inner.server, id = ?id, method = %method, "request registered");
         if let Err(e) = self.inner.transport.send_as(message, caller).await {
             self.inner.forget(&id);
             let mut call = call;

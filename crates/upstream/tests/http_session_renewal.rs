@@ -346,6 +346,9 @@ async fn on_post(State(life): State<Arc<Life>>, headers: HeaderMap, body: Bytes)
         }))
         .into_response(),
         (Some("tools/call"), "endless") => life.endless_reply(&session, &request),
+        // Never answered, not even with headers: what a POST stuck on a dead server's
+        // connection looks like from the client.
+        (Some("tools/call"), "silent") => std::future::pending().await,
         _ => rpc_error(StatusCode::OK, &id, -32601, "Method not found"),
     }
 }
@@ -614,6 +617,75 @@ async fn calls_sent_during_a_session_renewal_wait_for_it_and_go_out_in_the_new_s
         .filter(|s| s.session.as_deref() == Some("life1-session2"))
         .count();
     assert_eq!(calls_in_new_session, 6, "{seen:?}");
+}
+
+/// The chaos test's rare hang: a POST that never got an answer (in the chaos run, stuck in the
+/// HTTP client's `send` on the killed server's connection) waited for its call deadline, though
+/// the server had long since started a new session. Once the session it was sent in has ended,
+/// it is given up after ENDED_SESSION_GRACE, with the cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_never_answered_is_given_up_once_its_session_ended() {
+    let server = LegacyServer::start(QUICK_RETRY_MS).await;
+    let conn = open(&server).await;
+    assert_eq!(text_of(&echo(&conn, "before").await.unwrap()), "before");
+    let silent = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            conn.call(
+                "tools/call",
+                Some(r#"{"name":"silent","arguments":{}}"#),
+                CallOptions::default(),
+            )
+            .await
+        })
+    };
+    let calls_seen = |server: &LegacyServer| {
+        server
+            .seen()
+            .iter()
+            .filter(|s| s.method.as_deref() == Some("tools/call"))
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while calls_seen(&server) < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the silent call never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While its session lives, the silent call waits (as long as the server takes).
+    tokio::time::sleep(manifold_upstream::transport::http::streamable::ENDED_SESSION_GRACE * 2)
+        .await;
+    assert!(
+        !silent.is_finished(),
+        "the call ended while its session lived"
+    );
+    server.expire_sessions();
+    assert_eq!(text_of(&echo(&conn, "after").await.unwrap()), "after");
+    let error = tokio::time::timeout(HANG_GUARD, silent)
+        .await
+        .expect("the unanswered call outlived its ended session")
+        .unwrap()
+        .unwrap_err();
+    let UpstreamError::Closed {
+        server: name,
+        cause,
+    } = &error
+    else {
+        panic!("expected the ended session as the cause, got {error:?}");
+    };
+    assert_eq!(name, SERVER);
+    assert!(
+        cause.starts_with(
+            "the server restarted or ended the session while tools/call waited for its answer"
+        ),
+        "{cause}"
+    );
+    assert!(
+        cause.ends_with("so the call was lost (whether it ran is unknown)"),
+        "{cause}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,6 +26,7 @@ impl Shared {
                     return legacy_headers_of(&st, false);
                 }
             }
+            tracing::debug!(server = %self.server, "waiting for the session renewal");
             renewed.await;
         }
     }
@@ -42,6 +43,7 @@ impl Shared {
             tracing::warn!(server = %self.server, "the server's session id holds characters a session id may not; ignored");
         }
         lock(&self.state).session.clone_from(&session);
+        self.live_session.send_replace(session.clone());
         session
     }
 
