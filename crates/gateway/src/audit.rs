@@ -220,7 +220,8 @@ fn finish_facts(
         request.params()
     };
     if let Some(raw) = arguments {
-        let canonical = crate::pins::canonicalize(raw);
+        // Text with no canonical form (a duplicate member name, say) is digested as sent.
+        let canonical = crate::pins::canonical_form(raw);
         let digested = canonical.as_deref().unwrap_or(raw);
         facts.args_sha256 = Some(sha256_hex(digested.as_bytes()));
         if let Some(recording) = recording

@@ -32,7 +32,8 @@ mod store;
 use std::time::Duration;
 
 pub use canonical_json::{
-    CanonicalError, Json, canonicalize, ecmascript_number, parse, to_canonical,
+    CanonicalError, Json, MAX_PLAIN_INTEGER_DIGITS, canonical_form, canonicalize,
+    ecmascript_number, is_canonical, parse, to_canonical,
 };
 pub use digest::{DefinitionDigest, changed_members, digest_tool};
 pub use health::{health_of, withheld_message};

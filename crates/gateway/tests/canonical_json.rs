@@ -9,7 +9,9 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{LazyLock, Mutex};
 
-use manifold_gateway::pins::{canonicalize, ecmascript_number};
+use manifold_gateway::pins::{
+    MAX_PLAIN_INTEGER_DIGITS, canonical_form, canonicalize, ecmascript_number, is_canonical,
+};
 use proptest::prelude::*;
 
 /// Reads one JSON string per line (the text to canonicalize) and writes its canonical text, or
@@ -99,10 +101,33 @@ fn tree() -> impl Strategy<Value = Tree> {
     })
 }
 
+/// A value the fast check must recognize once canonical: strings with nothing to escape,
+/// integers of at most `MAX_PLAIN_INTEGER_DIGITS` digits.
+fn plain_tree() -> impl Strategy<Value = Tree> {
+    let limit = 10i64.pow(u32::try_from(MAX_PLAIN_INTEGER_DIGITS).unwrap()) - 1;
+    let plain_text = "[^\\x00-\\x1f\"\\\\]{0,6}";
+    let leaf = prop_oneof![
+        Just(Tree::Null),
+        any::<bool>().prop_map(Tree::Bool),
+        (-limit..=limit).prop_map(|i| Tree::Number(i as f64)),
+        plain_text.prop_map(Tree::String),
+    ];
+    leaf.prop_recursive(4, 40, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Tree::Array),
+            prop::collection::btree_map(plain_text, inner, 0..5)
+                .prop_map(|m| Tree::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
 /// Writes a tree one of many ways, every choice drawn from `seed` (a xorshift stream).
 struct Speller {
     seed: u64,
     out: String,
+    /// No whitespace, no optional escapes, numbers as Rust writes them: spellings that differ
+    /// from canonical text in little more than member order.
+    compact: bool,
 }
 
 impl Speller {
@@ -114,6 +139,9 @@ impl Speller {
     }
 
     fn space(&mut self) {
+        if self.compact {
+            return;
+        }
         for _ in 0..self.choose(3) {
             let c = [" ", "\t", "\n", "\r"][self.choose(4) as usize];
             self.out.push_str(c);
@@ -123,7 +151,7 @@ impl Speller {
     fn string(&mut self, s: &str) {
         self.out.push('"');
         for c in s.chars() {
-            let escape = self.choose(3) == 0;
+            let escape = !self.compact && self.choose(3) == 0;
             match c {
                 '"' | '\\' => {
                     self.out.push('\\');
@@ -149,7 +177,8 @@ impl Speller {
     }
 
     fn number(&mut self, x: f64) {
-        let spelled = match self.choose(4) {
+        let form = if self.compact { 0 } else { self.choose(4) };
+        let spelled = match form {
             0 => format!("{x}"),
             1 => format!("{x:e}"),
             2 => format!("{x:.17e}"),
@@ -202,9 +231,14 @@ impl Speller {
 }
 
 fn spell(tree: &Tree, seed: u64) -> String {
+    spell_as(tree, seed, false)
+}
+
+fn spell_as(tree: &Tree, seed: u64, compact: bool) -> String {
     let mut speller = Speller {
         seed: seed | 1,
         out: String::new(),
+        compact,
     };
     speller.tree(tree);
     speller.out
@@ -238,6 +272,33 @@ proptest! {
             // `{:e}` is Rust's shortest round-trip form: it reads back to exactly x in JavaScript too.
             prop_assert_eq!(ecmascript_number(x), ask_node(&format!("#{x:e}")), "bits {:#018x}", x.to_bits());
         }
+    }
+
+    #[test]
+    fn the_fast_check_never_calls_text_canonical_that_is_not(
+        t in prop_oneof![tree(), plain_tree()], seed in any::<u64>(), at in any::<prop::sample::Index>(), insert in "\\PC{0,3}",
+    ) {
+        let (text, compact) = (spell(&t, seed), spell_as(&t, seed, true));
+        let canonical = canonicalize(&text).unwrap();
+        let mut cut = at.index(canonical.len() + 1);
+        while !canonical.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let damaged = [&canonical[..cut], insert.as_str(), &canonical[cut..]].concat();
+        let candidates = [text.as_str(), compact.as_str(), canonical.as_str(), &canonical[..cut], damaged.as_str()];
+        for candidate in candidates {
+            if is_canonical(candidate) {
+                let full = canonicalize(candidate);
+                prop_assert_eq!(full.as_deref(), Ok(candidate), "called canonical: {}", candidate);
+            }
+            prop_assert_eq!(canonical_form(candidate).map(|c| c.into_owned()), canonicalize(candidate));
+        }
+    }
+
+    #[test]
+    fn the_fast_check_knows_plain_canonical_text(t in plain_tree(), seed in any::<u64>()) {
+        let canonical = canonicalize(&spell(&t, seed)).unwrap();
+        prop_assert!(is_canonical(&canonical), "plain canonical text not recognized: {}", canonical);
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! Fuzzes the RFC 8785 canonicalizer that pins are computed from: tool definitions come from
 //! servers Manifold does not control, so any text must give canonical text or a typed error.
 //!
-//! Beyond "never panics": canonical text is a fixed point (canonicalizing it again changes
-//! nothing), and it means what the input meant (both parse to the same value once object members
-//! are put in one order), so a pin never depends on how a server spelled a definition.
+//! Beyond "never panics": text the fast check (`is_canonical`) accepts is canonical; canonical
+//! text is a fixed point (canonicalizing it again changes nothing), and it means what the input
+//! meant (both parse to the same value once object members are put in one order), so a pin never
+//! depends on how a server spelled a definition.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use manifold_gateway::pins::{Json, canonicalize, parse};
+use manifold_gateway::pins::{Json, canonicalize, is_canonical, parse};
 
 /// The value with every object's members sorted, so two spellings of one value compare equal.
 fn ordered(value: Json) -> Json {
@@ -25,6 +26,13 @@ fn ordered(value: Json) -> Json {
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
+    if is_canonical(&text) {
+        assert_eq!(
+            canonicalize(&text).as_deref(),
+            Ok(&*text),
+            "the fast check called text canonical that is not"
+        );
+    }
     let Ok(canonical) = canonicalize(&text) else {
         return;
     };

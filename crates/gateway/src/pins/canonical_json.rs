@@ -9,6 +9,8 @@
 //! ECMAScript's `Number.prototype.toString` does; duplicate member names, which RFC 8785 forbids,
 //! are refused. Total: every input gives canonical text or a typed error, never a panic.
 
+use std::borrow::Cow;
+
 /// Deepest nesting read; tool definitions are shallow, and the recursion must stay bounded.
 pub const MAX_CANONICAL_DEPTH: usize = 128;
 /// Digits of the exact decimal expansion of a double (at most 767 are significant).
@@ -70,6 +72,166 @@ pub fn parse(text: &str) -> Result<Json, CanonicalError> {
 /// The canonical text of JSON text.
 pub fn canonicalize(text: &str) -> Result<String, CanonicalError> {
     Ok(to_canonical(&parse(text)?))
+}
+
+/// The canonical text of JSON text, borrowed when the text is canonical already (arguments
+/// written by most clients are: compact, members sorted, plain strings and integers), so the
+/// audit digest of a call's arguments costs a scan instead of a parse and a rewrite.
+pub fn canonical_form(text: &str) -> Result<Cow<'_, str>, CanonicalError> {
+    if is_canonical(text) {
+        return Ok(Cow::Borrowed(text));
+    }
+    canonicalize(text).map(Cow::Owned)
+}
+
+/// Whether `text` is its own canonical text, by a scan that allocates nothing. It answers
+/// `true` only for the plain case (no whitespace; strings without escapes or control
+/// characters; integers of at most [`MAX_PLAIN_INTEGER_DIGITS`] digits; members in strictly
+/// ascending UTF-16 order) and `false` for anything else, canonical or not, which then takes
+/// the full path: a `true` is always right, a `false` only costs time.
+pub fn is_canonical(text: &str) -> bool {
+    let mut scan = PlainScan {
+        bytes: text.as_bytes(),
+        text,
+        at: 0,
+    };
+    scan.value(0) && scan.at == scan.bytes.len()
+}
+
+/// Digits of the longest integer the scan accepts as canonical: every integer below 10^15 is
+/// exactly a double and ECMAScript writes it digit for digit.
+pub const MAX_PLAIN_INTEGER_DIGITS: usize = 15;
+
+/// The scan behind [`is_canonical`].
+struct PlainScan<'a> {
+    bytes: &'a [u8],
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> PlainScan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let found = self.peek() == Some(byte);
+        if found {
+            self.at += 1;
+        }
+        found
+    }
+
+    fn value(&mut self, depth: usize) -> bool {
+        if depth > MAX_CANONICAL_DEPTH {
+            return false;
+        }
+        match self.peek() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => self.string().is_some(),
+            Some(b't') => self.word("true"),
+            Some(b'f') => self.word("false"),
+            Some(b'n') => self.word("null"),
+            Some(b'-' | b'0'..=b'9') => self.integer(),
+            _ => false,
+        }
+    }
+
+    fn word(&mut self, word: &str) -> bool {
+        let found = self.bytes.get(self.at..self.at + word.len()) == Some(word.as_bytes());
+        if found {
+            self.at += word.len();
+        }
+        found
+    }
+
+    /// `0`, or a non-zero integer without leading zeros (so never `-0`, which is written `0`).
+    fn integer(&mut self) -> bool {
+        let negative = self.eat(b'-');
+        let start = self.at;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.at += 1;
+        }
+        let digits = self.bytes.get(start..self.at).unwrap_or_default();
+        let plain = match digits {
+            [b'0'] => !negative,
+            [b'1'..=b'9', ..] => digits.len() <= MAX_PLAIN_INTEGER_DIGITS,
+            _ => false,
+        };
+        plain && !matches!(self.peek(), Some(b'.' | b'e' | b'E'))
+    }
+
+    /// A string with nothing to escape: its contents, else `None`.
+    fn string(&mut self) -> Option<&'a str> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.at;
+        loop {
+            match self.peek()? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+        let contents = self.text.get(start..self.at);
+        self.at += 1;
+        contents
+    }
+
+    fn array(&mut self, depth: usize) -> bool {
+        self.at += 1;
+        if self.eat(b']') {
+            return true;
+        }
+        loop {
+            if !self.value(depth + 1) {
+                return false;
+            }
+            if self.eat(b']') {
+                return true;
+            }
+            if !self.eat(b',') {
+                return false;
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> bool {
+        self.at += 1;
+        if self.eat(b'}') {
+            return true;
+        }
+        let mut previous: Option<&'a str> = None;
+        loop {
+            let Some(name) = self.string() else {
+                return false;
+            };
+            // Strictly ascending: sorted, and no name twice (which has no canonical form).
+            if previous.is_some_and(|p| !utf16_less(p, name)) {
+                return false;
+            }
+            previous = Some(name);
+            if !self.eat(b':') || !self.value(depth + 1) {
+                return false;
+            }
+            if self.eat(b'}') {
+                return true;
+            }
+            if !self.eat(b',') {
+                return false;
+            }
+        }
+    }
+}
+
+/// `a < b` in UTF-16 code units (RFC 8785 3.2.3); for ASCII names, as bytes.
+fn utf16_less(a: &str, b: &str) -> bool {
+    if a.is_ascii() && b.is_ascii() {
+        return a < b;
+    }
+    a.encode_utf16().lt(b.encode_utf16())
 }
 
 /// The canonical text of a parsed value.
@@ -521,6 +683,48 @@ mod tests {
             canonical(input),
             r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
         );
+    }
+
+    #[test]
+    fn the_fast_check_accepts_plain_canonical_text_and_nothing_near_it() {
+        let canonical_texts = [
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"x y/z"}}"#,
+            "0",
+            "-999999999999999",
+            "[\"\u{7f}\u{e9}\"]",
+            // U+1F600 (surrogates D83D DE00) sorts before U+FB33 in UTF-16 code units.
+            "{\"\u{1f600}\":1,\"\u{fb33}\":2}",
+        ];
+        for text in canonical_texts {
+            assert!(is_canonical(text), "{text}");
+            assert_eq!(canonicalize(text).as_deref(), Ok(text));
+            assert!(matches!(canonical_form(text), Ok(Cow::Borrowed(_))));
+        }
+        let not_plain = [
+            "-0",
+            "1.0",
+            "1e2",
+            "01",
+            "1234567890123456",
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":2}"#,
+            "{\"\u{fb33}\":2,\"\u{1f600}\":1}",
+            r#"{"a": 1}"#,
+            " 1",
+            "[1,]",
+            "[1]x",
+            "\"tab\there\"",
+            r#""a\nb""#,
+            "\"",
+            "",
+        ];
+        for text in not_plain {
+            assert!(!is_canonical(text), "{text:?}");
+            assert_eq!(
+                canonical_form(text).map(Cow::into_owned),
+                canonicalize(text)
+            );
+        }
     }
 
     /// RFC 8785 3.2.3: property names sort by UTF-16 code units (the emoji's surrogates sort
