@@ -23,6 +23,7 @@ mod keys;
 mod login;
 mod pin_store;
 mod pins_commands;
+mod process_memory;
 mod rate_limit_store;
 mod registry_import;
 mod relay_store;
@@ -65,10 +66,7 @@ fn split_json_flag(argv: Vec<String>) -> Vec<String> {
 }
 
 fn main() -> ExitCode {
-    // Transparent huge pages (the kernel's `madvise` mode, which mimalloc asks for on its arenas)
-    // make an idle gateway resident in 2 MiB steps: about 11 MiB of its 29 MiB, for memory it
-    // never touches. Asked first, before the runtime's threads and buffers exist.
-    let _ = nix::sys::prctl::set_thp_disable(true);
+    process_memory::tune_at_start();
     let cli = Cli::parse_from(split_json_flag(std::env::args().collect()));
     let telemetry = telemetry_setup::start(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

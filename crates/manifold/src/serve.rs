@@ -180,6 +180,7 @@ pub async fn serve(
     }
     // stdout gets the URL alone, so scripts can read it.
     println!("{url}");
+    crate::process_memory::release_startup_code_now_and_once_settled();
     let running = lifecycle::Running {
         gateway,
         server,

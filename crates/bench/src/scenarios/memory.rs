@@ -21,6 +21,10 @@ const OPENERS: usize = 16;
 const VERIFY_SAMPLE: usize = 20;
 /// Pause before reading RSS, so allocations in flight settle.
 const SETTLE: Duration = Duration::from_millis(500);
+/// Pause before reading idle RSS: long enough for what a gateway does in its first seconds
+/// besides answering (upstreams starting in the background, periodic polls running once), so
+/// "idle" is what an idle gateway keeps, not a snapshot of its start.
+const IDLE_SETTLE: Duration = Duration::from_secs(6);
 const MIB: f64 = 1024.0 * 1024.0;
 
 pub fn columns() -> Vec<Column> {
@@ -255,7 +259,7 @@ async fn measure_one(contender: &mut Contender, plan: &Plan) -> (Row, Option<Str
     let kind = contender.kind;
     let pid = contender.gateway_pid();
     let mut row = Row::new(CASE, kind.name());
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(IDLE_SETTLE).await;
     let idle = rss_bytes(pid);
     let (idle_tree, _) = descendants_rss(pid);
     row.set("rss_idle_mib", mib(idle));
