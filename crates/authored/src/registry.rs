@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use manifold_gateway::hosted::HostedEntry;
-use manifold_store::{AuthoredToolVersion, Store, StoreError};
+use manifold_store::{AuthoredToolVersion, ChangeWatch, Store, StoreError};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -59,6 +59,8 @@ pub struct Registry {
     changes: watch::Sender<u64>,
     /// One change at a time from this process (the store's key settles races with others).
     writing: tokio::sync::Mutex<()>,
+    /// What the store looked like at the last poll: an unchanged SQLite store is not queried.
+    polled: ChangeWatch,
 }
 
 fn now_ms() -> i64 {
@@ -111,6 +113,7 @@ impl Registry {
             snapshot: RwLock::new(Arc::new(snapshot_of(rows))),
             changes,
             writing: tokio::sync::Mutex::new(()),
+            polled: ChangeWatch::new(),
         }))
     }
 
@@ -178,7 +181,14 @@ impl Registry {
             let Some(registry) = registry.upgrade() else {
                 return;
             };
-            match registry.refresh().await {
+            if !registry.polled.should_read(&registry.store) {
+                continue;
+            }
+            let refreshed = registry.refresh().await;
+            if refreshed.is_err() {
+                registry.polled.forget();
+            }
+            match refreshed {
                 Ok(()) if failing => {
                     failing = false;
                     tracing::info!("authored tools are read from the store again");

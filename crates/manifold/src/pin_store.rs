@@ -7,15 +7,15 @@
 //! `data_dir` once (never over a pin the store has), then rename it `pins.json.imported`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use manifold_config::Config;
 use manifold_gateway::pins::{
     Change, OldPinFile, Pin, PinError, PinFile, PinFuture, PinRepository, PinWrite,
 };
 use manifold_store::{
-    MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord, PinRecord,
-    PinWriteRecord, Store, StoreError,
+    ChangeWatch, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES, MAX_PIN_NAME_LEN, PinChangeRecord,
+    PinRecord, PinWriteRecord, Store, StoreError,
 };
 
 use crate::report::CliError;
@@ -26,11 +26,25 @@ const MS_PER_SECOND: i64 = 1000;
 /// The store's `tool_pins`, as manifold-gateway sees it.
 pub struct StorePins {
     store: Arc<Store>,
+    /// The revision last read, and what the store looked like then: the gateway asks for the
+    /// revision every second, and an unchanged SQLite store is not queried for it.
+    polled: ChangeWatch,
+    last_revision: Mutex<Option<u64>>,
 }
 
 impl StorePins {
     pub fn new(store: Arc<Store>) -> StorePins {
-        StorePins { store }
+        StorePins {
+            store,
+            polled: ChangeWatch::new(),
+            last_revision: Mutex::new(None),
+        }
+    }
+
+    fn last_revision(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
+        self.last_revision
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -189,12 +203,18 @@ impl PinRepository for StorePins {
 
     fn revision(&self) -> PinFuture<'_, u64> {
         Box::pin(async move {
-            self.store
-                .pins()
-                .revision()
-                .await
-                .map(revision)
-                .map_err(|e| store_failed(&e))
+            let known = *self.last_revision();
+            if let Some(known) = known
+                && !self.polled.should_read(&self.store)
+            {
+                return Ok(known);
+            }
+            let read = self.store.pins().revision().await.map(revision);
+            *self.last_revision() = read.as_ref().ok().copied();
+            if read.is_err() {
+                self.polled.forget();
+            }
+            read.map_err(|e| store_failed(&e))
         })
     }
 

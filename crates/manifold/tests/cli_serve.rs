@@ -138,17 +138,28 @@ fn log_format_json_writes_one_json_object_per_line_on_stderr() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    // Lines before "listens" are possible (a start that sweeps processes another test's killed
+    // gateway left behind warns first); each must be a JSON object all the same.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut listens = None;
+    for _ in 0..20 {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        assert!(v.is_object(), "{v}");
+        if v["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("listens"))
+        {
+            listens = Some(v);
+            break;
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
-    let v: serde_json::Value =
-        serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    assert_eq!(v["level"], "INFO");
-    assert!(
-        v["fields"]["message"].as_str().unwrap().contains("listens"),
-        "{v}"
-    );
+    let v = listens.expect("a JSON line saying the gateway listens");
+    assert_eq!(v["level"], "INFO", "{v}");
 }

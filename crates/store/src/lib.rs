@@ -7,6 +7,7 @@ mod api_keys;
 mod approvals;
 mod audit;
 mod authored_tools;
+mod change_watch;
 mod dashboard_sessions;
 mod error;
 mod legacy_sessions;
@@ -35,6 +36,7 @@ pub use authored_tools::{
     AuthoredToolVersion, AuthoredTools, MAX_AUTHORED_DEFINITION_BYTES, MAX_AUTHORED_HISTORY,
     MAX_AUTHORED_NAME_LEN,
 };
+pub use change_watch::{ChangeStamp, ChangeWatch};
 pub use dashboard_sessions::{
     DashboardSessionRecord, DashboardSessions, MAX_DASHBOARD_SESSION_BYTES,
 };

@@ -8,9 +8,9 @@ use std::process::{Command, Stdio};
 
 use manifold_store::{
     AUDIT_GENESIS, ApiKeyRecord, ApprovalRecord, AuditEntry, AuditFilter, AuditRow, BucketSpend,
-    ChainBreak, DashboardSessionRecord, EVERY_REPLICA, LegacySessionRecord, MAX_API_KEY_GRANTS,
-    MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN, MAX_APPROVAL_PAGE,
-    MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN,
+    ChainBreak, ChangeWatch, DashboardSessionRecord, EVERY_REPLICA, LegacySessionRecord,
+    MAX_API_KEY_GRANTS, MAX_APPROVAL_ID_LEN, MAX_APPROVAL_NAME_LEN, MAX_APPROVAL_NOTE_LEN,
+    MAX_APPROVAL_PAGE, MAX_AUDIT_BATCH, MAX_AUDIT_PAGE, MAX_AUDIT_RECORD_BYTES, MAX_BUCKET_KEY_LEN,
     MAX_BUCKETS_PER_ROUND, MAX_LEDGER_ARGUMENTS_BYTES, MAX_LEGACY_LOG_LEVEL_LEN,
     MAX_LEGACY_SUBSCRIPTIONS, MAX_LEGACY_URI_BYTES, MAX_PIN_BATCH, MAX_PIN_DEFINITION_BYTES,
     MAX_PIN_NAME_LEN, MAX_RELAYED_MESSAGE_BYTES, PinChangeRecord, PinRecord, PinSnapshot,
@@ -760,6 +760,51 @@ async fn sqlite_command_opens_beside_the_holder() {
     command.close().await;
     assert_eq!(held.api_keys().list().await.unwrap(), [key("from-command")]);
     held.close().await;
+}
+
+/// A poll of an unchanged SQLite store reads nothing; a write by another process (a command
+/// beside the gateway), or by the holder itself, is seen at the next poll.
+#[tokio::test]
+async fn sqlite_change_watch_reads_only_after_a_write() {
+    let backend = Backend::sqlite();
+    let location = backend.location();
+    let held = Store::open(&location).await.unwrap();
+    let watch = ChangeWatch::new();
+    assert!(watch.should_read(&held), "the first poll reads");
+    assert!(!watch.should_read(&held), "nothing was written since");
+    let command = Store::open_for_command(&location).await.unwrap();
+    command
+        .api_keys()
+        .insert(&key("from-command"))
+        .await
+        .unwrap();
+    command.close().await;
+    assert!(watch.should_read(&held), "another process wrote");
+    assert!(!watch.should_read(&held));
+    for n in 0..20 {
+        held.api_keys()
+            .insert(&key(&format!("own-{n}")))
+            .await
+            .unwrap();
+        assert!(watch.should_read(&held), "write {n} of this process");
+    }
+    watch.forget();
+    assert!(watch.should_read(&held), "a forgotten stamp reads again");
+    held.close().await;
+}
+
+#[tokio::test]
+async fn postgres_change_watch_always_reads() {
+    let backend = Backend::postgres();
+    let store = Store::open(&backend.location()).await.unwrap();
+    assert_eq!(store.change_stamp(), None);
+    let watch = ChangeWatch::new();
+    assert!(watch.should_read(&store));
+    assert!(
+        watch.should_read(&store),
+        "PostgreSQL has no files to look at"
+    );
+    store.close().await;
 }
 
 #[tokio::test]
