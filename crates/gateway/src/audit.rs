@@ -20,7 +20,7 @@ use manifold_wire::{ErrorCode, ErrorObject, Kind, Message};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::context::RequestContext;
+use crate::context::{ClientInfo, RequestContext};
 use crate::request_notes::AuditNotes;
 
 /// Longest error text a row keeps (an upstream's error message can be long).
@@ -163,11 +163,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// What is known before the request runs.
 fn first_facts(ctx: &RequestContext, request: &Message, method: &str) -> AuditFacts {
     let caller = ctx.caller.as_deref();
-    let info = ctx.client.info.as_deref();
-    let info_str = |key: &str| {
-        info.and_then(|raw| manifold_wire::patch::get(raw, &[key]).ok().flatten())
-            .and_then(|v| serde_json::from_str::<String>(v).ok())
-    };
+    let info = ctx.client.info.as_ref();
     let target = match method {
         "tools/call" | "prompts/get" => request.params_str(&["name"]),
         "resources/read" => request.params_str(&["uri"]),
@@ -181,8 +177,8 @@ fn first_facts(ctx: &RequestContext, request: &Message, method: &str) -> AuditFa
             .to_owned(),
         groups: caller.map(|c| c.groups.clone()).unwrap_or_default(),
         session: ctx.session.as_deref().map(session_tag),
-        client_name: info_str("name"),
-        client_version: info_str("version"),
+        client_name: info.and_then(ClientInfo::name).map(str::to_owned),
+        client_version: info.and_then(ClientInfo::version).map(str::to_owned),
         server: "-".to_owned(),
         method: method.to_owned(),
         target: target.unwrap_or_default(),

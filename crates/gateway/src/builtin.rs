@@ -130,8 +130,8 @@ pub fn health(gateway: HealthView<'_>, ctx: &RequestContext) -> String {
     let client_info: Value = ctx
         .client
         .info
-        .as_deref()
-        .and_then(|i| serde_json::from_str(i).ok())
+        .as_ref()
+        .and_then(|i| serde_json::from_str(i.raw()).ok())
         .unwrap_or(Value::Null);
     let audit = gateway.audit;
     if let Some(trail) = &audit {

@@ -18,8 +18,67 @@ pub struct ClientView {
     pub revision: Revision,
     /// Raw JSON object of the capabilities the client declared.
     pub capabilities: String,
-    /// Raw JSON of the client's name and version, when it gave them.
-    pub info: Option<String>,
+    /// The client's name and version, when it gave them.
+    pub info: Option<ClientInfo>,
+}
+
+/// The `clientInfo` a client gave (raw JSON), shared by every request of its session, with its
+/// name and version read once when first asked (every audited call names them; reading them
+/// from the raw JSON each call cost more than the rest of the row's first facts).
+#[derive(Clone)]
+pub struct ClientInfo(Arc<ClientInfoInner>);
+
+struct ClientInfoInner {
+    raw: String,
+    named: std::sync::OnceLock<(Option<String>, Option<String>)>,
+}
+
+impl ClientInfo {
+    pub fn new(raw: impl Into<String>) -> ClientInfo {
+        ClientInfo(Arc::new(ClientInfoInner {
+            raw: raw.into(),
+            named: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The raw JSON, as the client sent it.
+    pub fn raw(&self) -> &str {
+        &self.0.raw
+    }
+
+    /// `name`, when it is a string.
+    pub fn name(&self) -> Option<&str> {
+        self.named().0.as_deref()
+    }
+
+    /// `version`, when it is a string.
+    pub fn version(&self) -> Option<&str> {
+        self.named().1.as_deref()
+    }
+
+    fn named(&self) -> &(Option<String>, Option<String>) {
+        self.0.named.get_or_init(|| {
+            let text = |key: &str| {
+                manifold_wire::patch::get(&self.0.raw, &[key])
+                    .ok()
+                    .flatten()
+                    .and_then(|v| serde_json::from_str::<String>(v).ok())
+            };
+            (text("name"), text("version"))
+        })
+    }
+}
+
+impl std::fmt::Debug for ClientInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClientInfo").field(&self.0.raw).finish()
+    }
+}
+
+impl PartialEq for ClientInfo {
+    fn eq(&self, other: &ClientInfo) -> bool {
+        self.raw() == other.raw()
+    }
 }
 
 impl ClientView {
@@ -130,5 +189,33 @@ impl DownstreamPeer for SilentPeer {
         _params: Option<String>,
     ) -> Option<BoxFuture<'static, Result<String, ErrorObject>>> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientInfo;
+
+    #[test]
+    fn client_info_names_what_it_gave_and_keeps_its_raw_json() {
+        let info = ClientInfo::new(r#"{"version":"1.2","name":"Cl\u0069ent \"x\"","extra":[1]}"#);
+        assert_eq!(info.name(), Some("Client \"x\""));
+        assert_eq!(info.version(), Some("1.2"));
+        assert_eq!(
+            info.raw(),
+            r#"{"version":"1.2","name":"Cl\u0069ent \"x\"","extra":[1]}"#
+        );
+        let shared = info.clone();
+        assert_eq!(
+            shared.name(),
+            Some("Client \"x\""),
+            "clones share the reading"
+        );
+
+        let odd = ClientInfo::new(r#"{"name":7}"#);
+        assert_eq!((odd.name(), odd.version()), (None, None));
+        let broken = ClientInfo::new("not json");
+        assert_eq!((broken.name(), broken.version()), (None, None));
+        assert_eq!(broken.raw(), "not json");
     }
 }

@@ -38,8 +38,8 @@ pub mod truncate;
 pub mod upstream;
 
 pub use context::{
-    BearerToken, Caller, ClientView, DownstreamPeer, RequestContext, RequestNotes, SilentPeer,
-    TraceHeaders,
+    BearerToken, Caller, ClientInfo, ClientView, DownstreamPeer, RequestContext, RequestNotes,
+    SilentPeer, TraceHeaders,
 };
 pub use events::{GatewayEvent, event_notification};
 pub use gateway::Gateway;

@@ -59,7 +59,9 @@ fn ctx(client: Arc<Client>, revision: Revision, caps: &str) -> RequestContext {
         client: ClientView {
             revision,
             capabilities: caps.to_owned(),
-            info: Some(r#"{"name":"test","version":"1"}"#.to_owned()),
+            info: Some(manifold_gateway::ClientInfo::new(
+                r#"{"name":"test","version":"1"}"#,
+            )),
         },
         peer: client,
         session: None,

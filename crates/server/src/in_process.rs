@@ -54,7 +54,7 @@ pub async fn request(gateway: &Gateway, who: &OnBehalf, method: &str, params: &V
         client: ClientView {
             revision: Revision::LATEST,
             capabilities: "{}".to_owned(),
-            info: Some(who.client_info.to_owned()),
+            info: Some(manifold_gateway::ClientInfo::new(who.client_info)),
         },
         peer: Arc::new(ModernPeer {
             outlet: Arc::clone(&collected) as Arc<dyn Outlet>,

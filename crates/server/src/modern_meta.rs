@@ -27,7 +27,7 @@ impl ModernMeta {
         ClientView {
             revision: self.revision,
             capabilities: self.capabilities.clone(),
-            info: self.info.clone(),
+            info: self.info.as_deref().map(manifold_gateway::ClientInfo::new),
         }
     }
 }

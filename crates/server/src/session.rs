@@ -610,7 +610,9 @@ pub fn negotiate(request: &Message) -> Result<ClientView, ErrorObject> {
     Ok(ClientView {
         revision,
         capabilities,
-        info: request.params_raw(&["clientInfo"]).map(str::to_owned),
+        info: request
+            .params_raw(&["clientInfo"])
+            .map(manifold_gateway::ClientInfo::new),
     })
 }
 

@@ -132,7 +132,7 @@ async fn open_session(
     let view = manifold_gateway::ClientView {
         revision: sealed.revision,
         capabilities: sealed.capabilities,
-        info: sealed.info,
+        info: sealed.info.map(manifold_gateway::ClientInfo::new),
     };
     let session = LiveSession::start(
         sid.to_owned(),
@@ -181,7 +181,7 @@ fn initialize(
     let sealed_state = SessionState {
         revision: view.revision,
         capabilities: view.capabilities.clone(),
-        info: view.info.clone(),
+        info: view.info.as_ref().map(|i| i.raw().to_owned()),
         created: sealed::now_secs(),
         owner: facts.binding(),
     };
