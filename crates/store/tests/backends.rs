@@ -741,6 +741,17 @@ async fn rate_limit_buckets_add_every_spend_and_say_how_far_ahead(backend: Backe
 
 /// A short command (`manifold keys`) writes beside a gateway holding the SQLite store, and the
 /// gateway reads what it wrote; a second full open is still refused.
+/// Writes the key `from-command` as a `manifold keys` command beside a gateway does.
+async fn insert_from_a_command(location: &StoreLocation) {
+    let command = Store::open_for_command(location).await.unwrap();
+    command
+        .api_keys()
+        .insert(&key("from-command"))
+        .await
+        .unwrap();
+    command.close().await;
+}
+
 #[tokio::test]
 async fn sqlite_command_opens_beside_the_holder() {
     let backend = Backend::sqlite();
@@ -751,13 +762,7 @@ async fn sqlite_command_opens_beside_the_holder() {
         matches!(refused, StoreError::HeldByAnotherProcess { .. }),
         "{refused}"
     );
-    let command = Store::open_for_command(&location).await.unwrap();
-    command
-        .api_keys()
-        .insert(&key("from-command"))
-        .await
-        .unwrap();
-    command.close().await;
+    insert_from_a_command(&location).await;
     assert_eq!(held.api_keys().list().await.unwrap(), [key("from-command")]);
     held.close().await;
 }
@@ -772,13 +777,7 @@ async fn sqlite_change_watch_reads_only_after_a_write() {
     let watch = ChangeWatch::new();
     assert!(watch.should_read(&held), "the first poll reads");
     assert!(!watch.should_read(&held), "nothing was written since");
-    let command = Store::open_for_command(&location).await.unwrap();
-    command
-        .api_keys()
-        .insert(&key("from-command"))
-        .await
-        .unwrap();
-    command.close().await;
+    insert_from_a_command(&location).await;
     assert!(watch.should_read(&held), "another process wrote");
     assert!(!watch.should_read(&held));
     for n in 0..20 {
