@@ -274,6 +274,7 @@ pub async fn stdio(given: Option<&Path>, toolset: Option<&str>) -> Result<Outcom
             return Err(e);
         }
     };
+    crate::process_memory::release_startup_code_now_and_once_settled();
     let outcome = manifold_server::serve_stdio_in(
         gateway.clone(),
         toolset.map(std::sync::Arc::from),
