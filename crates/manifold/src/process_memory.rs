@@ -1,7 +1,8 @@
 //! Why: what an idle gateway holds resident is mostly not its own data. It is the allocator's
 //! arena, committed and touched up front, and the binary's code pages, most of which only ran
 //! once while starting (configuration, migrations, the command line). Each is set right here,
-//! at the process's two moments that matter: the first thing in `main`, and once serving.
+//! at the moments that matter: before `main` (the allocator's option), first thing in `main`
+//! (huge pages), and once serving (the start-up code).
 //!
 //! The calls below are the only unsafe code of the binary: the allocator's option setter (a
 //! plain C function of mimalloc) and `madvise`, used only on read-only mappings of the binary
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use nix::sys::mman::{MmapAdvise, madvise};
 
-/// mimalloc's `mi_option_arena_eager_commit` (the fifth of `mi_option_e`, in v2 and v3 alike).
+/// mimalloc's `mi_option_arena_eager_commit`: the fifth of `mi_option_e` in the v2 and v3 headers
+/// of `libmimalloc-sys` 0.1.49, which Cargo.toml pins exactly (`=0.1.49`) for this number.
 const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
 /// Runs before `main`, from the ELF constructors (`.init_array`), because Rust's runtime
@@ -94,7 +96,9 @@ pub fn release_startup_code() -> std::io::Result<Released> {
         // next access maps again with the same contents; no Rust value lives there.
         if unsafe { madvise(start, mapping.len, MmapAdvise::MADV_DONTNEED) }.is_ok() {
             released.mappings += 1;
-            released.resident_bytes += mapping.resident_kib * 1024;
+            released.resident_bytes = released
+                .resident_bytes
+                .saturating_add(mapping.resident_kib.saturating_mul(1024));
         }
     }
     Ok(released)
@@ -258,6 +262,14 @@ Rss:                   4 kB
 Anonymous:             0 kB
 ";
         assert!(read_only_file_mappings(smaps, "/opt/manifold").is_empty());
+    }
+
+    #[test]
+    fn the_arena_option_is_set_before_main() {
+        // mimalloc's default is 2 ("on where the OS overcommits"); only the constructor sets 0.
+        // SAFETY: `mi_option_get` reads a number from mimalloc's option table.
+        let value = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT) };
+        assert_eq!(value, 0, "the .init_array constructor did not run");
     }
 
     #[test]
