@@ -366,12 +366,28 @@ fn consecutive_seqs(last: i64, inserted: u64) -> Vec<i64> {
     (last.saturating_sub(inserted).saturating_add(1)..=last).collect()
 }
 
-/// Rows per `INSERT` of a batch. Each statement's text depends only on its row count, so with
-/// at most this many rows there are at most this many texts, and the driver's per-connection
-/// cache of prepared statements (100) keeps them all: a batch re-binds statements prepared
-/// before instead of parsing a new one of up to `MAX_AUDIT_BATCH` rows (9 parameters each) every
-/// time. Larger chunks would mean fewer statements per batch but more of them to cache.
-const INSERT_CHUNK_ROWS: usize = 32;
+/// Most rows one `INSERT` of a batch carries (9 parameters each: far below SQLite's 32,766 and
+/// PostgreSQL's 65,535).
+const MAX_INSERT_CHUNK_ROWS: usize = 256;
+
+/// The row counts of the `INSERT`s a batch of `rows` goes in: the largest power of two that fits
+/// (at most [`MAX_INSERT_CHUNK_ROWS`]), then the next, so a batch of 240 is 128 + 64 + 32 + 16.
+/// A statement's text depends only on its row count, so at most nine texts ever exist (1 to 256
+/// rows) and the driver's per-connection cache of prepared statements keeps them all: a batch
+/// re-binds statements prepared before, in a few statements (each one a hand-off to sqlx's
+/// SQLite worker thread or a PostgreSQL round trip) rather than one per 32 rows.
+fn insert_chunk_sizes(rows: usize) -> impl Iterator<Item = usize> {
+    let mut left = rows;
+    std::iter::from_fn(move || {
+        if left == 0 {
+            return None;
+        }
+        let largest = 1usize << left.ilog2();
+        let size = largest.min(MAX_INSERT_CHUNK_ROWS);
+        left -= size;
+        Some(size)
+    })
+}
 
 /// The head of each `INSERT` of a batch; `push_values` adds a `VALUES` tuple per row.
 const INSERT_HEAD_SQL: &str = "INSERT INTO audit_trail (at_ms, call_id, principal, server, target, outcome, record_json, prev_sha256, row_sha256) ";
@@ -421,8 +437,8 @@ macro_rules! in_chain_transaction {
 }
 
 /// Appends `$entries` (an iterator of `&AuditEntry`) to the chain inside `$tx`; the seqs.
-/// The chain is computed here first, then the batch goes in multi-row `INSERT`s of up to
-/// [`INSERT_CHUNK_ROWS`] rows: a few statements per batch, not one per row (through sqlx's
+/// The chain is computed here first, then the batch goes in multi-row `INSERT`s
+/// ([`insert_chunk_sizes`]): a few statements per batch, not one per row (through sqlx's
 /// SQLite worker thread or a PostgreSQL round trip, a statement per row cost more than the rows
 /// themselves), each one prepared once per connection. Under the chain lock nothing else
 /// inserts, so the batch's seqs are the newest ones, ascending in entry order.
@@ -439,7 +455,10 @@ macro_rules! append_chained {
             chained.push((e, prev_sha256, row_sha256));
         }
         let mut inserted = 0;
-        for chunk in chained.chunks(INSERT_CHUNK_ROWS) {
+        let mut rest = chained.as_slice();
+        for size in insert_chunk_sizes(rest.len()) {
+            let (chunk, after) = rest.split_at(size.min(rest.len()));
+            rest = after;
             let mut insert = sqlx::QueryBuilder::new(INSERT_HEAD_SQL);
             insert.push_values(chunk.iter(), |mut row, (e, prev_sha256, row_sha256)| {
                 row.push_bind(e.at_ms)

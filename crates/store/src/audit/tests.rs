@@ -168,3 +168,23 @@ fn bounds_are_sane() {
         Err(StoreError::OverLimit { .. })
     ));
 }
+
+#[test]
+fn a_batch_goes_in_few_inserts_of_nine_sizes_at_most() {
+    let mut sizes_seen = std::collections::BTreeSet::new();
+    for rows in 0..=MAX_AUDIT_BATCH {
+        let sizes: Vec<usize> = insert_chunk_sizes(rows).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), rows, "{rows} rows");
+        assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+        assert!(sizes.len() <= 9, "{rows} rows took {} inserts", sizes.len());
+        sizes_seen.extend(sizes);
+    }
+    assert_eq!(
+        sizes_seen.into_iter().collect::<Vec<_>>(),
+        [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    );
+    assert_eq!(
+        insert_chunk_sizes(240).collect::<Vec<_>>(),
+        [128, 64, 32, 16]
+    );
+}
