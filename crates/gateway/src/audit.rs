@@ -13,7 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use manifold_telemetry::audit::{AuditFacts, AuditOutcome, AuditSink};
 use manifold_telemetry::call_log::ANONYMOUS_CALLER;
-use manifold_telemetry::redact::{Redactor, session_tag};
+use manifold_telemetry::redact::Redactor;
 use manifold_telemetry::trace_context::hex;
 use manifold_telemetry::{CallOutcome, call_id};
 use manifold_wire::{ErrorCode, ErrorObject, Kind, Message};
@@ -176,7 +176,7 @@ fn first_facts(ctx: &RequestContext, request: &Message, method: &str) -> AuditFa
             .map_or(ANONYMOUS_CALLER, |c| c.name.as_str())
             .to_owned(),
         groups: caller.map(|c| c.groups.clone()).unwrap_or_default(),
-        session: ctx.session.as_deref().map(session_tag),
+        session: ctx.session.as_ref().map(|s| s.tag().to_owned()),
         client_name: info.and_then(ClientInfo::name).map(str::to_owned),
         client_version: info.and_then(ClientInfo::version).map(str::to_owned),
         server: "-".to_owned(),

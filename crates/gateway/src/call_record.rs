@@ -23,7 +23,7 @@ use manifold_wire::{Kind, Message};
 use tracing::Instrument;
 
 use crate::builtin;
-use crate::context::RequestContext;
+use crate::context::{RequestContext, SessionId};
 use crate::state::Core;
 
 /// Where a tool call goes, as its metrics and log line name it.
@@ -79,7 +79,7 @@ impl CallInProgress<'_> {
             call_id: &self.call_id,
             caller: caller.map_or(ANONYMOUS_CALLER, |c| c.name.as_str()),
             groups: caller.map_or(&[], |c| c.groups.as_slice()),
-            session: self.ctx.session.as_deref(),
+            session: self.ctx.session.as_ref().map(SessionId::as_str),
             upstream: self.upstream,
             tool: self.tool,
             duration: elapsed,

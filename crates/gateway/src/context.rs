@@ -69,6 +69,46 @@ impl ClientInfo {
     }
 }
 
+/// A legacy session's id as its requests carry it: shared by every request of the session (a
+/// clone is a reference count, not a copy of the id), with the redacted tag that logs and audit
+/// rows name it by computed once (a SHA-256 per call otherwise).
+#[derive(Clone)]
+pub struct SessionId(Arc<SessionIdInner>);
+
+struct SessionIdInner {
+    id: String,
+    tag: std::sync::OnceLock<String>,
+}
+
+impl SessionId {
+    pub fn new(id: impl Into<String>) -> SessionId {
+        SessionId(Arc::new(SessionIdInner {
+            id: id.into(),
+            tag: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The id itself (a secret of its client: never logged).
+    pub fn as_str(&self) -> &str {
+        &self.0.id
+    }
+
+    /// What logs and audit rows show instead of the id ([`session_tag`]).
+    ///
+    /// [`session_tag`]: manifold_telemetry::redact::session_tag
+    pub fn tag(&self) -> &str {
+        self.0
+            .tag
+            .get_or_init(|| manifold_telemetry::redact::session_tag(&self.0.id))
+    }
+}
+
+impl std::fmt::Debug for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SessionId").field(&self.tag()).finish()
+    }
+}
+
 impl std::fmt::Debug for ClientInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("ClientInfo").field(&self.0.raw).finish()
@@ -119,7 +159,7 @@ pub struct RequestContext {
     pub client: ClientView,
     pub peer: Arc<dyn DownstreamPeer>,
     /// The legacy session the request belongs to, for logs and per-session upstreams.
-    pub session: Option<String>,
+    pub session: Option<SessionId>,
     /// Who the request was authenticated as; `None` when inbound authentication is off.
     pub caller: Option<Arc<Caller>>,
     /// The tool set the request works in (`/mcp/NAME`, or the one its caller is confined to):
@@ -194,7 +234,20 @@ impl DownstreamPeer for SilentPeer {
 
 #[cfg(test)]
 mod tests {
-    use super::ClientInfo;
+    use super::{ClientInfo, SessionId};
+
+    #[test]
+    fn a_session_id_is_shown_by_its_tag_and_never_spelled_out() {
+        let id = SessionId::new("k1.sealed-session-secret");
+        assert_eq!(id.as_str(), "k1.sealed-session-secret");
+        let tag = manifold_telemetry::redact::session_tag("k1.sealed-session-secret");
+        assert_eq!(id.tag(), tag);
+        let shared = id.clone();
+        assert_eq!(shared.tag(), tag, "clones share the tag");
+        let shown = format!("{id:?}");
+        assert!(shown.contains(&tag) && !shown.contains("secret"), "{shown}");
+        assert_ne!(SessionId::new("another").tag(), tag);
+    }
 
     #[test]
     fn client_info_names_what_it_gave_and_keeps_its_raw_json() {

@@ -39,7 +39,7 @@ pub mod upstream;
 
 pub use context::{
     BearerToken, Caller, ClientInfo, ClientView, DownstreamPeer, RequestContext, RequestNotes,
-    SilentPeer, TraceHeaders,
+    SessionId, SilentPeer, TraceHeaders,
 };
 pub use events::{GatewayEvent, event_notification};
 pub use gateway::Gateway;

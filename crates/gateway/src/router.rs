@@ -556,7 +556,7 @@ impl Core {
                 if crate::sessions::wants_own_legacy_connection(&ctx.client, &upstream) =>
             {
                 self.sessions
-                    .legacy_connection(session, &upstream.def, &ctx.client.capabilities)
+                    .legacy_connection(session.as_str(), &upstream.def, &ctx.client.capabilities)
                     .await?
             }
             _ => None,
@@ -567,7 +567,7 @@ impl Core {
             (Some(conn), _, _) => conn,
             (None, Some(session), crate::upstream::Scope::Session) => {
                 self.sessions
-                    .connection(session, &upstream.def, &ctx.client.capabilities)
+                    .connection(session.as_str(), &upstream.def, &ctx.client.capabilities)
                     .await?
             }
             _ => upstream.connection_on_demand().await.map_err(unavailable)?,

@@ -473,7 +473,7 @@ async fn a_session_scoped_server_gets_one_child_per_session_that_ends_with_it() 
     let mut sessions = Vec::new();
     for name in ["s1", "s2"] {
         let mut c = ctx(Arc::new(Client::default()), Revision::V2025_11_25, "{}");
-        c.session = Some(name.to_owned());
+        c.session = Some(manifold_gateway::SessionId::new(name));
         let m = g
             .handle(
                 &c,

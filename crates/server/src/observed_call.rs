@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use manifold_gateway::{Gateway, RequestContext, TraceHeaders};
 use manifold_telemetry::trace_context::{TRACEPARENT, TRACESTATE};
-use manifold_telemetry::{RequestOutcome, Telemetry, TraceContext, redact, spans};
+use manifold_telemetry::{RequestOutcome, Telemetry, TraceContext, spans};
 use manifold_wire::{Era, Kind, Message};
 use tracing::Instrument as _;
 
@@ -80,7 +80,7 @@ pub async fn handle(gateway: &Gateway, mut ctx: RequestContext, request: &Messag
             spans::adopt(&span, parent);
         }
         if let Some(session) = &ctx.session {
-            span.record("mcp.session.id", redact::session_tag(session).as_str());
+            span.record("mcp.session.id", session.tag());
         }
         ctx.trace = spans::outgoing(&span, incoming).map(as_headers);
     }

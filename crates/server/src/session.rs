@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use futures::future::BoxFuture;
 use manifold_gateway::audience::Audience;
 use manifold_gateway::drain::CallGuard;
-use manifold_gateway::{Caller, ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext};
+use manifold_gateway::{
+    Caller, ClientView, DownstreamPeer, Gateway, GatewayEvent, RequestContext, SessionId,
+};
 use manifold_wire::{ErrorCode, ErrorObject, Id, Kind, Message, meta};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::oneshot;
@@ -37,8 +39,8 @@ type Answer = oneshot::Sender<Result<String, ErrorObject>>;
 /// The legacy-era state of one client.
 pub struct ClientSession {
     view: RwLock<ClientView>,
-    /// The session id, for the gateway's logs.
-    pub id: Option<String>,
+    /// The session id, for the gateway's logs and its per-session upstreams.
+    pub id: Option<SessionId>,
     /// Prefix of the ids of requests the server sends, unique per session.
     request_prefix: String,
     next_request: AtomicU64,
@@ -61,7 +63,7 @@ impl ClientSession {
     ) -> ClientSession {
         ClientSession {
             view: RwLock::new(view),
-            id,
+            id: id.map(SessionId::new),
             request_prefix,
             next_request: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
