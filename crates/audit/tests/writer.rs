@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manifold_audit::{AuditWriter, FAILING_PROBE_INTERVAL, REQUIRED_ACK_TIMEOUT};
+use manifold_audit::{
+    AuditWriter, FAILING_PROBE_INTERVAL, MAX_AUDIT_BATCH_BYTES, REQUIRED_ACK_TIMEOUT,
+};
 use manifold_store::{Store, StoreLocation};
 use manifold_telemetry::Metrics;
 use manifold_telemetry::audit::AuditMode;
@@ -70,6 +72,42 @@ async fn best_effort_rows_land_in_order_chained_and_flush_waits_for_them() {
     assert_eq!(record["target"], "read_file");
     assert_eq!(record["outcome"], "ok");
     assert_eq!(record["v"], 1);
+}
+
+/// Rows with large recorded arguments fill a batch by bytes long before its row count: more than
+/// two batches' worth of record bytes, all queued at once, go in three transactions or more.
+#[tokio::test]
+async fn a_batch_stops_taking_rows_at_its_byte_bound() {
+    const ROWS: usize = 300;
+    const ARGUMENT_BYTES: usize = 30_000;
+    let (_dir, store) = sqlite().await;
+    let metrics = Metrics::new();
+    let writer = AuditWriter::start(
+        Arc::clone(&store),
+        AuditMode::BestEffort,
+        true,
+        metrics.audit(),
+    );
+    for n in 0..ROWS {
+        let large = AuditFacts {
+            arguments: Some(format!("{{\"text\":\"{}\"}}", "x".repeat(ARGUMENT_BYTES))),
+            ..facts(n)
+        };
+        writer.record(large).await.unwrap();
+    }
+    assert!(writer.flush().await, "the flush finished in time");
+    let text = metrics.encode(&manifold_telemetry::metrics::Snapshot::default());
+    let count = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+    };
+    let batches = count("manifold_audit_write_seconds_count ");
+    let record_bytes = ROWS * ARGUMENT_BYTES;
+    assert!(record_bytes > 2 * MAX_AUDIT_BATCH_BYTES);
+    assert!(batches >= 3.0, "{batches} batches for {record_bytes} bytes");
+    assert_eq!(writer.status().written, ROWS as u64);
+    assert_eq!(call_ids(&store).await.len(), ROWS);
 }
 
 #[tokio::test]

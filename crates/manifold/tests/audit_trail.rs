@@ -312,7 +312,10 @@ rate = "2/day"
 /// Calls `peer__echo` from [`CALLERS`] tasks until the gateway stops answering; returns the
 /// call ids of every answered call. The gateway is killed with SIGKILL once
 /// [`CALLS_BEFORE_KILL`] calls were answered, while the others are in flight.
-async fn answered_calls_until_killed(gw: Serving) -> (Vec<String>, PathBuf) {
+/// Calls from [`CALLERS`] concurrent callers until [`CALLS_BEFORE_KILL`] are answered and the
+/// load has lasted at least `min_load`, then `kill -9`; the ids of the answered calls.
+async fn answered_calls_until_killed(gw: Serving, min_load: Duration) -> (Vec<String>, PathBuf) {
+    let started = std::time::Instant::now();
     let http = http();
     let answered = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -337,7 +340,7 @@ async fn answered_calls_until_killed(gw: Serving) -> (Vec<String>, PathBuf) {
             ids
         }));
     }
-    while answered.load(Ordering::Relaxed) < CALLS_BEFORE_KILL {
+    while answered.load(Ordering::Relaxed) < CALLS_BEFORE_KILL || started.elapsed() < min_load {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let data = gw.kill_hard();
@@ -351,7 +354,7 @@ async fn answered_calls_until_killed(gw: Serving) -> (Vec<String>, PathBuf) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_required_mode_no_answered_call_is_missing_after_kill_9() {
     let gw = serve("required-kill", "[audit]\nmode = \"required\"\n");
-    let (answered, data) = answered_calls_until_killed(gw).await;
+    let (answered, data) = answered_calls_until_killed(gw, Duration::ZERO).await;
     assert!(answered.len() >= CALLS_BEFORE_KILL);
     let rows = rows(&data).await;
     let recorded: std::collections::HashSet<&str> =
@@ -371,7 +374,10 @@ async fn in_required_mode_no_answered_call_is_missing_after_kill_9() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_best_effort_mode_kill_9_loses_at_most_the_queue_and_the_chain_holds() {
     let gw = serve("best-effort-kill", "");
-    let (answered, data) = answered_calls_until_killed(gw).await;
+    // Long enough for the writer to have written batches (each waits up to its linger to fill)
+    // before the kill, so the trail holds rows to search.
+    let (answered, data) =
+        answered_calls_until_killed(gw, manifold_audit::BEST_EFFORT_BATCH_LINGER * 5).await;
     let rows = rows(&data).await;
     let answered: std::collections::HashSet<&str> = answered.iter().map(String::as_str).collect();
     // Every row written is a real call (answered or cut off by the kill); rows may be missing.
