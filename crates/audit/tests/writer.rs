@@ -37,6 +37,18 @@ async fn sqlite() -> (tempfile::TempDir, Arc<Store>) {
     (dir, Arc::new(store))
 }
 
+/// A best-effort writer over `store`, with the metrics it counts into.
+fn best_effort_writer(store: &Arc<Store>, record_arguments: bool) -> (Metrics, AuditWriter) {
+    let metrics = Metrics::new();
+    let writer = AuditWriter::start(
+        Arc::clone(store),
+        AuditMode::BestEffort,
+        record_arguments,
+        metrics.audit(),
+    );
+    (metrics, writer)
+}
+
 async fn call_ids(store: &Store) -> Vec<String> {
     let rows = store.audit().page(0, 1000).await.unwrap();
     rows.into_iter().map(|r| r.entry.call_id).collect()
@@ -45,13 +57,7 @@ async fn call_ids(store: &Store) -> Vec<String> {
 #[tokio::test]
 async fn best_effort_rows_land_in_order_chained_and_flush_waits_for_them() {
     let (_dir, store) = sqlite().await;
-    let metrics = Metrics::new();
-    let writer = AuditWriter::start(
-        Arc::clone(&store),
-        AuditMode::BestEffort,
-        false,
-        metrics.audit(),
-    );
+    let (_metrics, writer) = best_effort_writer(&store, false);
     for n in 0..300 {
         // Best effort: the ack is ready at once, written or not.
         writer.record(facts(n)).await.unwrap();
@@ -81,13 +87,7 @@ async fn a_batch_stops_taking_rows_at_its_byte_bound() {
     const ROWS: usize = 300;
     const ARGUMENT_BYTES: usize = 30_000;
     let (_dir, store) = sqlite().await;
-    let metrics = Metrics::new();
-    let writer = AuditWriter::start(
-        Arc::clone(&store),
-        AuditMode::BestEffort,
-        true,
-        metrics.audit(),
-    );
+    let (metrics, writer) = best_effort_writer(&store, true);
     for n in 0..ROWS {
         let large = AuditFacts {
             arguments: Some(format!("{{\"text\":\"{}\"}}", "x".repeat(ARGUMENT_BYTES))),
@@ -217,13 +217,7 @@ async fn best_effort_keeps_serving_while_postgres_is_down_and_counts_what_it_dro
     let pg = Postgres::start().unwrap();
     let location = StoreLocation::postgres(pg.url_with_password("pw"));
     let store = Arc::new(Store::open(&location).await.unwrap());
-    let metrics = Metrics::new();
-    let writer = AuditWriter::start(
-        Arc::clone(&store),
-        AuditMode::BestEffort,
-        false,
-        metrics.audit(),
-    );
+    let (metrics, writer) = best_effort_writer(&store, false);
     pg.stop().unwrap();
     for n in 0..5 {
         writer.admit().unwrap();
