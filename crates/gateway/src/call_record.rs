@@ -79,7 +79,7 @@ impl CallInProgress<'_> {
             call_id: &self.call_id,
             caller: caller.map_or(ANONYMOUS_CALLER, |c| c.name.as_str()),
             groups: caller.map_or(&[], |c| c.groups.as_slice()),
-            session: self.ctx.session.as_ref().map(SessionId::as_str),
+            session_tag: self.ctx.session.as_ref().map(SessionId::tag),
             upstream: self.upstream,
             tool: self.tool,
             duration: elapsed,

@@ -46,8 +46,9 @@ pub struct CallRecord<'a> {
     pub caller: &'a str,
     /// The caller's groups (logged comma-separated, `-` when none).
     pub groups: &'a [String],
-    /// The legacy session id, when there is one (logged as a tag, never as it is).
-    pub session: Option<&'a str>,
+    /// The legacy session's redacted tag ([`redact::session_tag`] of its id), when there is one;
+    /// the id itself is never logged.
+    pub session_tag: Option<&'a str>,
     pub upstream: &'a str,
     /// The tool's name at its upstream.
     pub tool: &'a str,
@@ -89,7 +90,6 @@ impl CallLogPolicy {
         if !self.enabled() {
             return;
         }
-        let session = record.session.map(redact::session_tag);
         let error = record.error.map(|e| {
             redact::capped(&self.redactor.scrub(e), redact::MAX_LOGGED_ERROR).into_owned()
         });
@@ -105,7 +105,7 @@ impl CallLogPolicy {
             call_id = record.call_id,
             caller = record.caller,
             groups = groups.as_str(),
-            session = session.as_deref().unwrap_or("-"),
+            session = record.session_tag.unwrap_or("-"),
             upstream = record.upstream,
             tool = record.tool,
             duration_ms,

@@ -58,17 +58,18 @@ fn json_lines(policy: &CallLogPolicy, record: &CallRecord<'_>) -> Vec<serde_json
 }
 
 #[test]
-fn a_call_line_names_the_call_and_hides_values_secrets_and_the_session_id() {
+fn a_call_line_names_the_call_and_its_session_tag_and_hides_values_and_secrets() {
     let policy = CallLogPolicy {
         arguments: ArgumentLogging::Redacted,
         redactor: Redactor::new(["tok-abcdef".to_owned()]),
     };
     let groups = ["ops".to_owned(), "oncall".to_owned()];
+    let tag = redact::session_tag("k1.sealed-session-id");
     let record = CallRecord {
         call_id: "0123456789abcdef",
         caller: "ci-bot",
         groups: &groups,
-        session: Some("k1.sealed-session-id"),
+        session_tag: Some(&tag),
         upstream: "peer",
         tool: "echo",
         duration: Duration::from_micros(1500),
@@ -89,7 +90,7 @@ fn a_call_line_names_the_call_and_hides_values_secrets_and_the_session_id() {
     assert_eq!(f["call_id"], "0123456789abcdef");
     assert_eq!(f["caller"], "ci-bot");
     assert_eq!(f["groups"], "ops,oncall");
-    assert_eq!(f["session"], redact::session_tag("k1.sealed-session-id"));
+    assert_eq!(f["session"], tag.as_str());
     assert_eq!(f["upstream"], "peer");
     assert_eq!(f["tool"], "echo");
     assert_eq!(f["duration_ms"], 1.5);
@@ -110,7 +111,7 @@ fn an_anonymous_call_line_says_so_and_has_no_groups() {
         call_id: "x",
         caller: ANONYMOUS_CALLER,
         groups: &[],
-        session: None,
+        session_tag: None,
         upstream: "peer",
         tool: "echo",
         duration: Duration::ZERO,
@@ -142,7 +143,7 @@ fn nothing_is_written_when_call_lines_are_off() {
             call_id: "x",
             caller: ANONYMOUS_CALLER,
             groups: &[],
-            session: None,
+            session_tag: None,
             upstream: "peer",
             tool: "echo",
             duration: Duration::ZERO,
