@@ -310,10 +310,8 @@ rate = "2/day"
 }
 
 /// Calls `peer__echo` from [`CALLERS`] tasks until the gateway stops answering; returns the
-/// call ids of every answered call. The gateway is killed with SIGKILL once
-/// [`CALLS_BEFORE_KILL`] calls were answered, while the others are in flight.
-/// Calls from [`CALLERS`] concurrent callers until [`CALLS_BEFORE_KILL`] are answered and the
-/// load has lasted at least `min_load`, then `kill -9`; the ids of the answered calls.
+/// call ids of every answered call. The gateway is killed with SIGKILL once [`CALLS_BEFORE_KILL`]
+/// calls were answered and the load has lasted at least `min_load`, while others are in flight.
 async fn answered_calls_until_killed(gw: Serving, min_load: Duration) -> (Vec<String>, PathBuf) {
     let started = std::time::Instant::now();
     let http = http();
