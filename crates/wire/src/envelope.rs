@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use crate::codes::ErrorCode;
 use crate::depth::{MAX_JSON_DEPTH, max_depth};
 use crate::id::{Id, IdError, json_string};
+use crate::shallow::{self, MemberSpans};
 
 /// What an envelope is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +41,30 @@ pub struct Message {
     params: Option<Range<usize>>,
     result: Option<Range<usize>>,
     error: Option<Range<usize>>,
+    /// The members of the params or the result (a message has one or neither).
+    members: PartMembers,
 }
+
+/// The top-level members of a message's params or result, found by one walk when a lookup first
+/// needs them: a forwarded call looks up about a dozen members, and each lookup used to walk the
+/// whole object again (for a large result, every byte of it each time). A cache: it takes no
+/// part in comparing messages, and a clone starts without it.
+#[derive(Default)]
+struct PartMembers(OnceLock<Option<Box<[MemberSpans]>>>);
+
+impl Clone for PartMembers {
+    fn clone(&self) -> PartMembers {
+        PartMembers::default()
+    }
+}
+
+impl PartialEq for PartMembers {
+    fn eq(&self, _: &PartMembers) -> bool {
+        true
+    }
+}
+
+impl Eq for PartMembers {}
 
 /// A JSON-RPC error object; `data` stays raw.
 #[derive(Debug, Clone)]
@@ -387,6 +411,7 @@ impl Message {
                 params: m.params.map(base),
                 result: None,
                 error: None,
+                members: PartMembers::default(),
             });
         }
         if m.id.is_none() {
@@ -411,6 +436,7 @@ impl Message {
             params: None,
             result: m.result.map(base),
             error: m.error.map(base),
+            members: PartMembers::default(),
         })
     }
 
@@ -482,6 +508,7 @@ impl Message {
             result: result_span,
             error: error_span,
             text: Arc::from(text),
+            members: PartMembers::default(),
         }
     }
 
@@ -524,6 +551,21 @@ impl Message {
     /// The raw `result` text, untouched.
     pub fn result_raw(&self) -> Option<&str> {
         self.slice(&self.result)
+    }
+
+    /// The top-level members of `part` (the span of this message's params or result), found by
+    /// one walk the first time and kept ([`PartMembers`]); `None` for any other span, or a part
+    /// that is not an object.
+    pub(crate) fn part_members(&self, part: &Range<usize>) -> Option<&[MemberSpans]> {
+        // The index belongs to the one part a message has (params or result).
+        if self.params.as_ref().or(self.result.as_ref()) != Some(part) {
+            return None;
+        }
+        let text = self.text.get(part.clone())?;
+        self.members
+            .0
+            .get_or_init(|| shallow::member_index(text).ok().map(Vec::into_boxed_slice))
+            .as_deref()
     }
 
     /// The raw `error` text, untouched.
@@ -593,6 +635,7 @@ impl Message {
             params: self.params.clone().map(moved),
             result: self.result.clone().map(moved),
             error: self.error.clone().map(moved),
+            members: PartMembers::default(),
         }
     }
 

@@ -82,8 +82,22 @@ impl From<&str> for Id {
 
 /// Encodes a string as a JSON string literal.
 pub fn json_string(s: &str) -> String {
-    // Serialising a &str cannot fail; the fallback keeps the function total anyway.
-    serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    out
+}
+
+/// Appends `s` as a JSON string literal. Names, ids and URIs seldom need an escape: those are
+/// copied between quotes as they are, the rest go through serde_json.
+pub fn push_json_string(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        // Serialising a &str cannot fail; the fallback keeps the function total anyway.
+        out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\"")));
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    }
 }
 
 #[cfg(test)]
@@ -108,6 +122,34 @@ mod tests {
             Id::from_raw("99999999999999999999"),
             Err(IdError::OutOfRange(_))
         ));
+    }
+
+    proptest::proptest! {
+        /// The fast path writes what serde_json writes, for every string.
+        #[test]
+        fn json_string_writes_what_serde_json_writes(s in proptest::prelude::any::<String>()) {
+            proptest::prop_assert_eq!(json_string(&s), serde_json::to_string(&s).unwrap_or_default());
+        }
+    }
+
+    #[test]
+    fn json_string_escapes_quotes_backslashes_and_controls() {
+        for s in [
+            "plain",
+            "",
+            "é/ü \u{2028}",
+            "a\"b",
+            "a\\b",
+            "line\nnext",
+            "\u{1f}",
+            "\u{7f}",
+        ] {
+            assert_eq!(
+                json_string(s),
+                serde_json::to_string(s).unwrap_or_default(),
+                "{s:?}"
+            );
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::depth::{MAX_JSON_DEPTH, max_depth};
 use crate::envelope::{Fault, Message};
-use crate::id::json_string;
+use crate::id::{json_string, push_json_string};
 use crate::shallow::ScanError;
 
 pub mod decoded;
@@ -287,7 +287,7 @@ fn members_text<'a>(members: impl Iterator<Item = &'a (&'a str, &'a str)>) -> St
         if !out.is_empty() {
             out.push(',');
         }
-        out.push_str(&json_string(key));
+        push_json_string(&mut out, key);
         out.push(':');
         out.push_str(value);
     }
@@ -454,7 +454,11 @@ fn insert_member(
             key.to_owned(),
         ));
     }
-    insert_members(json, obj, &format!("{}:{}", json_string(key), value))
+    let mut member = String::with_capacity(key.len() + value.len() + 3);
+    push_json_string(&mut member, key);
+    member.push(':');
+    member.push_str(value);
+    insert_members(json, obj, &member)
 }
 
 /// Inserts `members` (`"k":v,...`, at least one) first in the object spanning `obj`.
@@ -466,11 +470,19 @@ fn insert_members(json: &str, obj: Range<usize>, members: &str) -> Result<String
             members.chars().take(32).collect(),
         ));
     };
-    let brace = obj.start + open;
-    let after = json.get(brace + 1..obj.end).unwrap_or_default();
-    let empty = after.trim_start().starts_with('}');
-    let member = format!("{members}{}", if empty { "" } else { "," });
-    Ok(splice(json, (brace + 1)..(brace + 1), &member))
+    let at = obj.start + open + 1;
+    let after = json.get(at..obj.end).unwrap_or_default();
+    let comma = if after.trim_start().starts_with('}') {
+        ""
+    } else {
+        ","
+    };
+    let mut out = String::with_capacity(json.len() + members.len() + 1);
+    out.push_str(json.get(..at).unwrap_or_default());
+    out.push_str(members);
+    out.push_str(comma);
+    out.push_str(json.get(at..).unwrap_or_default());
+    Ok(out)
 }
 
 /// Where in a message a patch applies.
@@ -585,28 +597,48 @@ impl Message {
         }
     }
 
+    /// The raw value at `path` inside the params or the result, if every key on the way exists.
+    /// The first key is found among the members the message indexed once
+    /// ([`Message::part_members`]); deeper keys walk their own level only. An unreadable path
+    /// gives `None`, as it always did for these lookups.
+    fn part_lookup(&self, part: Part, path: &[&str]) -> Option<&str> {
+        let span = match part {
+            Part::Params => self.params_span(),
+            Part::Result => self.result_span(),
+        }?;
+        let text = self.as_str().get(span.clone())?;
+        let (Some((first, rest)), Some(members)) = (path.split_first(), self.part_members(&span))
+        else {
+            return decoded::get(text, path).ok().flatten();
+        };
+        let value = text.get(crate::shallow::indexed_member_span(text, members, first).ok()??)?;
+        if rest.is_empty() {
+            Some(value)
+        } else {
+            decoded::get(value, rest).ok().flatten()
+        }
+    }
+
     /// Reads a string inside the params (e.g. `["name"]`, `["uri"]`).
     pub fn params_str(&self, path: &[&str]) -> Option<String> {
-        self.params()
-            .and_then(|p| decoded::get_str(p, path).ok().flatten())
+        self.params_raw(path)
+            .and_then(|raw| serde_json::from_str::<String>(raw).ok())
     }
 
     /// Reads a raw value inside the params (e.g. `["_meta", "progressToken"]`).
     pub fn params_raw(&self, path: &[&str]) -> Option<&str> {
-        self.params()
-            .and_then(|p| decoded::get(p, path).ok().flatten())
+        self.part_lookup(Part::Params, path)
     }
 
     /// Reads a raw value inside the result (e.g. `["isError"]`).
     pub fn result_at(&self, path: &[&str]) -> Option<&str> {
-        self.result_raw()
-            .and_then(|r| decoded::get(r, path).ok().flatten())
+        self.part_lookup(Part::Result, path)
     }
 
     /// Reads a string inside the result (e.g. `["resultType"]`).
     pub fn result_str(&self, path: &[&str]) -> Option<String> {
-        self.result_raw()
-            .and_then(|r| decoded::get_str(r, path).ok().flatten())
+        self.result_at(path)
+            .and_then(|raw| serde_json::from_str::<String>(raw).ok())
     }
 
     /// Renames the tool (or prompt) a `tools/call` (`prompts/get`) names.

@@ -87,9 +87,11 @@ fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// One member of an object: its key as written (quotes included) and its value's span.
+/// One member of an object: its key as written (quotes included), where that key starts, and
+/// its value's span.
 struct RawMember<'a> {
     key: &'a str,
+    key_at: usize,
     value: Range<usize>,
 }
 
@@ -149,6 +151,7 @@ impl<'a> Members<'a> {
         if bytes.get(i) != Some(&b'"') {
             return Err(bad(i));
         }
+        let i_key = i;
         let key_end = string_end(bytes, i).ok_or(bad(i))?;
         let key = self.text.get(i..key_end).ok_or(bad(i))?;
         i = skip_ws(bytes, key_end);
@@ -160,6 +163,7 @@ impl<'a> Members<'a> {
         self.at = end;
         Ok(Some(RawMember {
             key,
+            key_at: i_key,
             value: start..end,
         }))
     }
@@ -192,6 +196,51 @@ pub fn member_span(text: &str, key: &str) -> Result<Option<Range<usize>>, ScanEr
                 return Err(ScanError::DuplicateKey(key.to_owned()));
             }
             found = Some(member.value);
+        }
+    }
+    Ok(found)
+}
+
+/// Where one member of an object lies in its text: the key as written (quotes included) and
+/// the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpans {
+    pub key: Range<usize>,
+    pub value: Range<usize>,
+}
+
+/// Every member of the object `text` (valid JSON, as a decoder left it), in order: one walk,
+/// for a reader that then looks up many members ([`indexed_member_span`]).
+pub fn member_index(text: &str) -> Result<Vec<MemberSpans>, ScanError> {
+    Members::of(text)?
+        .map(|member| {
+            member.map(|m| MemberSpans {
+                key: m.key_at..m.key_at + m.key.len(),
+                value: m.value,
+            })
+        })
+        .collect()
+}
+
+/// [`member_span`] over the members [`member_index`] found in `text`: the same answer, the same
+/// refusal of a name given twice, without walking the object again.
+pub fn indexed_member_span(
+    text: &str,
+    members: &[MemberSpans],
+    key: &str,
+) -> Result<Option<Range<usize>>, ScanError> {
+    let mut found = None;
+    for member in members {
+        let raw = RawMember {
+            key: text.get(member.key.clone()).unwrap_or_default(),
+            key_at: member.key.start,
+            value: member.value.clone(),
+        };
+        if raw.name()? == key {
+            if found.is_some() {
+                return Err(ScanError::DuplicateKey(key.to_owned()));
+            }
+            found = Some(raw.value);
         }
     }
     Ok(found)
@@ -236,6 +285,21 @@ pub fn element_spans(text: &str) -> Result<Vec<Range<usize>>, ScanError> {
             _ => return Err(ScanError::Malformed(i)),
         }
     }
+}
+
+/// Whether some object in `text` (JSON as a decoder left it) may have a member named `key`, a
+/// name of plain ASCII without quotes or backslashes. False only when `key` never appears between
+/// two quotes and no `\u` escape could spell it: a look over the bytes (`memmem`) that lets a
+/// caller skip a walk that would find nothing. A string value that reads `key` makes it true.
+pub fn may_name(text: &str, key: &str) -> bool {
+    let bytes = text.as_bytes();
+    if memchr::memmem::find(bytes, b"\\u").is_some() {
+        return true;
+    }
+    memchr::memmem::find_iter(bytes, key.as_bytes()).any(|at| {
+        at.checked_sub(1).and_then(|before| bytes.get(before)) == Some(&b'"')
+            && bytes.get(at + key.len()) == Some(&b'"')
+    })
 }
 
 /// The raw text of member `key` of the top-level object in `text`, if it can be found before

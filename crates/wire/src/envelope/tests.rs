@@ -163,3 +163,61 @@ fn built_messages_decode_to_themselves() {
         assert_eq!(again, m, "{}", m.as_str());
     }
 }
+
+/// Lookups through a message's member index answer as a walk of its params or result does,
+/// for present, missing, nested, escaped and doubled keys, on first use and after.
+#[test]
+fn indexed_lookups_agree_with_walking_the_part() {
+    let params = r#"{"name":"echo","arguments":{"a":[1,{"b":2}]},"\u005fmeta":{"k":"v"},"n":1,"n":2,"s":"x\"y"}"#;
+    let request = Message::decode_str(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#
+    ))
+    .unwrap();
+    let result =
+        r#"{"content":[{"type":"text","text":"}"}],"isError":true,"resultType":"complete"}"#;
+    let response =
+        Message::decode_str(&format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#)).unwrap();
+    let paths: [&[&str]; 11] = [
+        &["name"],
+        &["arguments", "a"],
+        &["arguments", "missing"],
+        &["_meta", "k"],
+        &["n"],
+        &["s"],
+        &["missing"],
+        &["isError"],
+        &["content"],
+        &["resultType"],
+        &[],
+    ];
+    for round in 0..2 {
+        for path in paths {
+            assert_eq!(
+                request.params_raw(path),
+                crate::patch::decoded::get(params, path).ok().flatten(),
+                "params {path:?}, round {round}"
+            );
+            assert_eq!(
+                response.result_at(path),
+                crate::patch::decoded::get(result, path).ok().flatten(),
+                "result {path:?}, round {round}"
+            );
+        }
+    }
+    assert_eq!(request.params_str(&["name"]).as_deref(), Some("echo"));
+    assert_eq!(request.params_str(&["s"]).as_deref(), Some("x\"y"));
+    assert_eq!(
+        request.params_raw(&["n"]),
+        None,
+        "a doubled key is read as neither"
+    );
+    assert_eq!(
+        response.result_str(&["resultType"]).as_deref(),
+        Some("complete")
+    );
+    // A patched message indexes its own text, not the one it came from.
+    let renamed = request.with_name("other").unwrap();
+    assert_eq!(renamed.params_str(&["name"]).as_deref(), Some("other"));
+    assert_eq!(request.params_str(&["name"]).as_deref(), Some("echo"));
+    assert_eq!(renamed.clone().params_raw(&["_meta", "k"]), Some(r#""v""#));
+}

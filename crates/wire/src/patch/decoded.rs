@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 
-use super::{PatchError, Source, locate_in, set_in};
+use super::{PatchError, Source, locate_in, set_in, set_missing_in};
 
 /// The span of the value at `path`, if every key on the way exists.
 pub fn locate(json: &str, path: &[&str]) -> Result<Option<Range<usize>>, PatchError> {
@@ -31,6 +31,16 @@ pub fn get_str(json: &str, path: &[&str]) -> Result<Option<String>, PatchError> 
 /// on the way; see [`super::set`].
 pub fn set(json: &str, path: &[&str], value: &str) -> Result<String, PatchError> {
     set_in(json, path, value, Source::Decoded)
+}
+
+/// Adds each of `members` that the object at `path` lacks, in one splice; see
+/// [`super::set_missing`].
+pub fn set_missing(
+    json: &str,
+    path: &[&str],
+    members: &[(&str, &str)],
+) -> Result<Option<String>, PatchError> {
+    set_missing_in(json, path, members, Source::Decoded)
 }
 
 /// The byte spans of the elements of the array `json`; see [`crate::elements::array_elements`].
@@ -74,6 +84,11 @@ mod tests {
             assert_eq!(
                 set(text, path, "0"),
                 super::super::set(text, path, "0"),
+                "{path:?}"
+            );
+            assert_eq!(
+                set_missing(text, path, &[("k", "1"), ("n", "2")]),
+                super::super::set_missing(text, path, &[("k", "1"), ("n", "2")]),
                 "{path:?}"
             );
         }

@@ -199,3 +199,51 @@ fn a_key_whose_escapes_do_not_decode_is_malformed_as_a_full_parse_says() {
     ));
     assert!(members_present(text, &["name"]).is_err());
 }
+
+/// Every object's member names, at any depth.
+fn names_in(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(members) => {
+            for (name, inner) in members {
+                out.push(name.clone());
+                names_in(inner, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| names_in(v, out)),
+        _ => {}
+    }
+}
+
+proptest! {
+    /// `may_name` says no only where no object, at any depth, has a member of that name.
+    #[test]
+    fn may_name_is_false_only_where_no_object_has_the_name(value in json_value(), pretty in any::<bool>()) {
+        let text = if pretty {
+            serde_json::to_string_pretty(&value).unwrap()
+        } else {
+            serde_json::to_string(&value).unwrap()
+        };
+        let mut names = Vec::new();
+        names_in(&value, &mut names);
+        for key in ["a", "b", "ab", "abc", "c"] {
+            if !may_name(&text, key) {
+                prop_assert!(!names.iter().any(|n| n == key), "{} in {}", key, text);
+            }
+        }
+    }
+}
+
+#[test]
+fn may_name_looks_for_the_quoted_name_or_an_escape_that_could_spell_it() {
+    let plain = r#"{"content":[{"type":"text","text":"security, url"}],"isError":false}"#;
+    assert!(!may_name(plain, "uri"));
+    assert!(!may_name(plain, "taskId"));
+    assert!(may_name(plain, "type"));
+    assert!(may_name(r#"{"x":[{"uri":"a://b"}]}"#, "uri"));
+    // Spelled with an escape, the name is still there.
+    assert!(may_name(r#"{"x":{"\u0075ri":"a://b"}}"#, "uri"));
+    // Other escapes cannot spell a letter.
+    assert!(!may_name(r#"{"text":"line\nnext \"q\" \\ done"}"#, "uri"));
+    // A string value that reads the name is a yes too: the caller's walk then says no.
+    assert!(may_name(r#"{"text":"uri"}"#, "uri"));
+}
