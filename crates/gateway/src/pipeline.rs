@@ -48,10 +48,10 @@ impl Core {
             Err(refusal) => return (*refusal).into(),
         };
         // 4. Approve.
-        let cap = self.upstream(&server).and_then(|u| u.def.max_timeout);
+        let cap = self.upstream(server).and_then(|u| u.def.max_timeout);
         let definition = catalog.tool_entry(&name).map(|e| e.raw.as_str());
         let staged = self
-            .stage(ctx, request, ask, &server, &name, definition, cap)
+            .stage(ctx, request, ask, server, &name, definition, cap)
             .await;
         let (request, approval) = match staged {
             Staged::Go(request, approval) => (request, approval),
@@ -59,15 +59,15 @@ impl Core {
             Staged::Refuse(refusal) => return refusal.into(),
         };
         // 5. Forward.
-        let outgoing = match renamed(&request, &original) {
+        let outgoing = match renamed(&request, original) {
             Ok(m) => m,
             Err(refusal) => return (*refusal).into(),
         };
-        let idempotent = self.idempotent(&catalog, &server, &original, &name);
+        let idempotent = || self.idempotent(&catalog, server, original, &name);
         let forwarded = self
-            .forward_with_retries(ctx, &server, &outgoing, idempotent)
+            .forward_with_retries(ctx, server, &outgoing, idempotent)
             .await;
         // 6. Patch back.
-        self.patched_back(ctx, id, (&catalog, &server), forwarded, approval.as_ref())
+        self.patched_back(ctx, id, (&catalog, server), forwarded, approval.as_ref())
     }
 }

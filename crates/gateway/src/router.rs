@@ -14,6 +14,7 @@ use manifold_telemetry::labels::AUTHORED_UPSTREAM;
 use manifold_upstream::{CallEvent, UpstreamError};
 use manifold_wire::id::json_string;
 use manifold_wire::patch::{self, Part, decoded};
+use manifold_wire::shallow;
 use manifold_wire::{Era, ErrorCode, ErrorObject, Id, Kind, Message};
 use serde_json::Value;
 
@@ -283,8 +284,8 @@ impl Core {
         );
         let upstream_modern = self
             .upstream(&server)
-            .and_then(|u| u.peer_info())
-            .is_some_and(|i| i.era == Era::Modern);
+            .and_then(|u| u.peer_era())
+            .is_some_and(|era| era == Era::Modern);
         if subscribing && upstream_modern {
             // The stateless era removed resources/subscribe; the subscription is the client's
             // own with Manifold. Updates from such an upstream need subscriptions/listen upstream,
@@ -478,20 +479,23 @@ impl Core {
     /// Forwards a tool call; an idempotent one is tried again, with backoff, when its upstream
     /// died, refused the connection or timed out after the call was sent. A server that was
     /// already down when the call arrived fails at once. Returns the outcome and the retries made.
+    /// `idempotent` is asked only once a call failed in a way a retry could mend: most calls
+    /// never need the answer, which reads the tool's definition.
     pub(crate) async fn forward_with_retries(
         &self,
         ctx: &RequestContext,
         server: &str,
         outgoing: &Message,
-        idempotent: bool,
+        idempotent: impl Fn() -> bool,
     ) -> (Result<Message, UpstreamError>, u32) {
         let mut retries = 0u32;
+        let upstream = self.upstream(server);
         // A server already known to be down fails at once: retrying cannot help the caller.
-        let down_at_start = self.upstream(server).is_some_and(|u| {
+        let down_at_start = upstream.as_ref().is_some_and(|u| {
             u.def.scope == crate::upstream::Scope::Shared && u.connection().is_err()
         });
-        let max_retries = self
-            .upstream(server)
+        let max_retries = upstream
+            .as_ref()
             .map_or(MAX_CALL_RETRIES, |u| u.def.max_retries);
         loop {
             let outcome = self.forward(ctx, server, outgoing).await;
@@ -501,7 +505,7 @@ impl Core {
                     | UpstreamError::Connect { .. }
                     | UpstreamError::Timeout { .. })
             );
-            if !(idempotent && retryable && !down_at_start && retries < max_retries) {
+            if !(retryable && !down_at_start && retries < max_retries && idempotent()) {
                 return (outcome, retries);
             }
             retries += 1;
@@ -561,8 +565,7 @@ impl Core {
             }
             _ => None,
         };
-        let speaks_modern =
-            own_legacy.is_none() && upstream.peer_info().is_some_and(|i| i.era == Era::Modern);
+        let speaks_modern = own_legacy.is_none() && upstream.peer_era() == Some(Era::Modern);
         let conn = match (own_legacy, &ctx.session, upstream.def.scope) {
             (Some(conn), _, _) => conn,
             (None, Some(session), crate::upstream::Scope::Session) => {
@@ -592,7 +595,7 @@ impl Core {
             // would log at will, so its calls ask for everything; the client's own level (set
             // with logging/setLevel) filters what reaches it.
             if !modern_client
-                && let Some(with_level) = patch::set_missing(
+                && let Some(with_level) = decoded::set_missing(
                     &params,
                     &["_meta"],
                     &[(manifold_wire::meta::LOG_LEVEL, "\"debug\"")],
@@ -603,11 +606,12 @@ impl Core {
             }
         }
         for _ in 0..=MAX_INPUT_ROUNDS {
-            let (catcher, questions) = QuestionCatcher::new(Arc::clone(&ctx.peer));
-            let peer: Arc<dyn crate::context::DownstreamPeer> = if modern_client {
-                catcher.clone()
-            } else {
-                Arc::clone(&ctx.peer)
+            // Only a modern client's call is parked on a question; a legacy client is asked
+            // through its own peer, and its call needs no catcher.
+            let catching = modern_client.then(|| QuestionCatcher::new(Arc::clone(&ctx.peer)));
+            let peer: Arc<dyn crate::context::DownstreamPeer> = match &catching {
+                Some((catcher, _)) => catcher.clone(),
+                None => Arc::clone(&ctx.peer),
             };
             let origin: Arc<CallOrigin> = Arc::new(CallOrigin {
                 client: ctx.client.clone(),
@@ -623,7 +627,7 @@ impl Core {
                     ctx.caller_token(),
                 )
                 .await?;
-            let response = self.drive(ctx, server, call, catcher, questions).await?;
+            let response = self.drive(ctx, server, call, catching).await?;
             // A modern upstream's questions reach a legacy client as server requests, and the
             // request is retried with the answers.
             match self
@@ -647,18 +651,28 @@ impl Core {
         ctx: &RequestContext,
         server: &str,
         mut call: manifold_upstream::Call,
-        catcher: Arc<QuestionCatcher>,
-        mut questions: tokio::sync::mpsc::UnboundedReceiver<crate::mrtr::InputNeeded>,
+        catching: Option<(
+            Arc<QuestionCatcher>,
+            tokio::sync::mpsc::UnboundedReceiver<crate::mrtr::InputNeeded>,
+        )>,
     ) -> Result<Message, UpstreamError> {
+        let Some((catcher, mut questions)) = catching else {
+            return loop {
+                match call.next().await {
+                    Some(Ok(CallEvent::Notification(n))) => ctx.peer.notify(n),
+                    Some(Ok(CallEvent::Response(m))) => break Ok(m),
+                    Some(Err(e)) => break Err(e),
+                    None => break Err(call_ended(server)),
+                }
+            };
+        };
         loop {
             tokio::select! {
                 event = call.next() => match event {
                     Some(Ok(CallEvent::Notification(n))) => ctx.peer.notify(n),
                     Some(Ok(CallEvent::Response(m))) => return Ok(m),
                     Some(Err(e)) => return Err(e),
-                    None => {
-                        return Err(UpstreamError::Closed { server: server.to_owned(), cause: "the call ended without an answer".to_owned() });
-                    }
+                    None => return Err(call_ended(server)),
                 },
                 Some(question) = questions.recv() => {
                     let (method, params) = (question.method.clone(), question.params.clone());
@@ -695,7 +709,8 @@ impl Core {
         let _ = answer.send(reply);
         catcher.rebind(Arc::clone(&ctx.peer));
         call.restart_deadline();
-        self.drive(ctx, &server, call, catcher, questions).await
+        self.drive(ctx, &server, call, Some((catcher, questions)))
+            .await
     }
 
     /// For a legacy client, turns a modern upstream's `input_required` into server requests to
@@ -889,13 +904,13 @@ impl Core {
 
     /// The server of an exposed tool name and the tool's name there; a name withheld by pins,
     /// unknown, or on a server known to be down (restarting) is answered here, untried.
-    pub(crate) fn resolve_tool(
+    pub(crate) fn resolve_tool<'c>(
         &self,
         ctx: &RequestContext,
         id: Option<&Id>,
-        catalog: &Catalog,
+        catalog: &'c Catalog,
         name: &str,
-    ) -> Result<(String, String), Box<Message>> {
+    ) -> Result<(&'c str, &'c str), Box<Message>> {
         // In search mode tools are unlisted, not forbidden: manifold_call_tool reaches them by name.
         let Some((server, original)) = catalog.tool(name) else {
             if let Some(refusal) = catalog.withheld_tool(name) {
@@ -912,7 +927,7 @@ impl Core {
                 &down.to_error_object(),
             )));
         }
-        Ok((server.to_owned(), original.to_owned()))
+        Ok((server, original))
     }
 
     /// Whether a call of this tool may be retried: the server's configuration says so, or the
@@ -963,21 +978,14 @@ impl Core {
                 };
             }
         };
-        let namespaced = self.settings().naming.mode != NamingMode::Never;
         let max = self.settings().result_max_bytes;
-        let policy = self.policy();
-        let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
         let fixed = response.result_raw().map(|r| {
-            let linked = decoded::rewrite_elements(r, &["content"], |el| {
-                link_uri_back(catalog, server, el, namespaced)
-            })
-            .unwrap_or_else(|_| r.to_owned());
-            // A link the caller could not follow would still name what it may not see.
-            let linked = match without_hidden_resources(&linked, &["content"], &view, server) {
-                Ok(Cow::Owned(filtered)) => filtered,
-                _ => linked,
+            // Most results name no URI and no task: the walks below would change nothing.
+            let linked = if shallow::may_name(r, "uri") || shallow::may_name(r, "taskId") {
+                Cow::Owned(self.links_and_tasks_back(ctx, catalog, server, r))
+            } else {
+                Cow::Borrowed(r)
             };
-            let linked = crate::tasks::expose_in_result(&linked, server);
             let capped = crate::truncate::cap_tool_result(&linked, max);
             with_retries(with_approval(capped, approval))
         });
@@ -986,6 +994,38 @@ impl Core {
             upstream_failure: None,
             retries,
         }
+    }
+
+    /// A tool result with its links and embedded resources under exposed URIs, those the caller
+    /// may not see taken out, and its tasks under exposed ids.
+    fn links_and_tasks_back(
+        &self,
+        ctx: &RequestContext,
+        catalog: &Catalog,
+        server: &str,
+        result: &str,
+    ) -> String {
+        let namespaced = self.settings().naming.mode != NamingMode::Never;
+        let linked = decoded::rewrite_elements(result, &["content"], |el| {
+            link_uri_back(catalog, server, el, namespaced)
+        })
+        .unwrap_or_else(|_| result.to_owned());
+        // A link the caller could not follow would still name what it may not see.
+        let policy = self.policy();
+        let view = policy.for_request(ctx.caller.as_deref(), ctx.toolset.as_deref());
+        let linked = match without_hidden_resources(&linked, &["content"], &view, server) {
+            Ok(Cow::Owned(filtered)) => filtered,
+            _ => linked,
+        };
+        crate::tasks::expose_in_result(&linked, server)
+    }
+}
+
+/// What a call that ended without its answer fails with.
+fn call_ended(server: &str) -> UpstreamError {
+    UpstreamError::Closed {
+        server: server.to_owned(),
+        cause: "the call ended without an answer".to_owned(),
     }
 }
 

@@ -32,9 +32,9 @@ use crate::upstream::{Upstream, UpstreamDefinition};
 /// `server/discover`), so it might ask them only the legacy way.
 pub fn wants_own_legacy_connection(client: &ClientView, upstream: &Upstream) -> bool {
     client.revision.era() == Era::Legacy
-        && QUESTION_CAPABILITIES.iter().any(|c| client.declares(c))
         && upstream.def.era == EraChoice::Auto
-        && upstream.peer_info().is_some_and(|i| i.era == Era::Modern)
+        && upstream.peer_era() == Some(Era::Modern)
+        && QUESTION_CAPABILITIES.iter().any(|c| client.declares(c))
 }
 
 /// The capabilities that let a server ask the client something mid-call.

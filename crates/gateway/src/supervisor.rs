@@ -360,7 +360,7 @@ impl Supervisor {
                         upstream.reload(conn, info, kinds).await;
                         let _ = self.events.send(UpstreamEvent::CatalogChanged);
                     } else if method != meta::method::PROGRESS {
-                        let _ = self.events.send(UpstreamEvent::Notification { server: name.clone(), message: n });
+                        let _ = self.events.send(UpstreamEvent::Notification { server: name.clone(), message: Box::new(n) });
                     }
                 }
             }

@@ -21,7 +21,7 @@ use manifold_upstream::transport::stdio::{
     SandboxEnforcement, SandboxNetwork, SandboxReport, StdioSandbox,
 };
 use manifold_upstream::{CallOptions, Connection, EraChoice, PeerInfo, Target};
-use manifold_wire::{ErrorCode, ErrorObject, Message};
+use manifold_wire::{Era, ErrorCode, ErrorObject, Message};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -335,7 +335,10 @@ pub enum UpstreamEvent {
     /// Its lists or its availability changed: rebuild the catalog.
     CatalogChanged,
     /// A notification not tied to a call (resource updated, log line), from this upstream.
-    Notification { server: String, message: Message },
+    Notification {
+        server: String,
+        message: Box<Message>,
+    },
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
@@ -664,6 +667,17 @@ impl Upstream {
                 })
             }
         }
+    }
+
+    /// The era negotiation settled on, while it is up: what a call needs to know, without the
+    /// copy of everything negotiation learnt that [`Upstream::peer_info`] makes.
+    pub fn peer_era(&self) -> Option<Era> {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .info
+            .as_ref()
+            .map(|i| i.era)
     }
 
     /// What negotiation learnt, while it is up.
