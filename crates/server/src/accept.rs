@@ -25,20 +25,25 @@ impl Accepts {
         let mut sse: f32 = 0.0;
         for range in header.split(',') {
             let mut parts = range.split(';');
-            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let media = parts.next().unwrap_or_default().trim();
+            let is = |name: &str| media.eq_ignore_ascii_case(name);
+            let (for_json, for_sse) = (
+                is("application/json") || is("application/*") || is("*/*"),
+                is("text/event-stream") || is("text/*") || is("*/*"),
+            );
+            if !(for_json || for_sse) {
+                continue;
+            }
             let q = parts
                 .filter_map(|p| p.trim().strip_prefix("q="))
                 .find_map(|q| q.trim().parse::<f32>().ok())
                 .unwrap_or(1.0)
                 .clamp(0.0, 1.0);
-            match media.as_str() {
-                "application/json" | "application/*" => json = json.max(q),
-                "text/event-stream" | "text/*" => sse = sse.max(q),
-                "*/*" => {
-                    json = json.max(q);
-                    sse = sse.max(q);
-                }
-                _ => {}
+            if for_json {
+                json = json.max(q);
+            }
+            if for_sse {
+                sse = sse.max(q);
             }
         }
         Accepts { json, sse }

@@ -33,12 +33,17 @@ enum HostMatch {
 }
 
 impl HostMatch {
+    /// Patterns are stored lowercase; the host is compared without case, in place.
     fn matches(&self, host: &str) -> bool {
-        let host = host.to_ascii_lowercase();
         match self {
             HostMatch::Any => true,
-            HostMatch::Exact(h) => *h == host,
-            HostMatch::Suffix(s) => host.len() > s.len() && host.ends_with(s.as_str()),
+            HostMatch::Exact(h) => h.eq_ignore_ascii_case(host),
+            HostMatch::Suffix(s) => {
+                host.len() > s.len()
+                    && host
+                        .get(host.len() - s.len()..)
+                        .is_some_and(|end| end.eq_ignore_ascii_case(s))
+            }
         }
     }
 }

@@ -1,11 +1,13 @@
-//! The checks every request to an MCP endpoint (`/mcp`, `/sse`, `/message`, `/rpc`) passes before
-//! its transport's handler, in their order: Origin and Host (`guard.rs`), then who the caller is
-//! (`authn.rs`: an unauthenticated caller learns 401, never what the body should have been), then
-//! the POST's `Content-Type` (`content_type.rs`).
+//! The one middleware in front of every MCP endpoint (`/mcp`, `/sse`, `/message`, `/rpc`): the
+//! checks a request passes before its transport's handler, in their order. Metering wraps the
+//! rest (`metering.rs`: it counts the bodies and sees every refusal below it); then a draining
+//! gateway refuses new work (`drain.rs`); then Origin and Host (`guard.rs`); then who the caller
+//! is (`authn.rs`: an unauthenticated caller learns 401, never what the body should have been);
+//! then the POST's `Content-Type` (`content_type.rs`).
 //!
-//! One middleware runs the three as plain calls. As three layers, each request paid for three
-//! boxed futures and three service clones on the way in, a few thousand instructions of every
-//! forwarded call for checks that are each a header comparison.
+//! They run as plain calls in one middleware. As layers, each request paid for a boxed future
+//! and a clone of a boxed service per layer on the way in: about 10,000 instructions of every
+//! forwarded call, for checks that are each a header comparison (docs/benchmarks.md).
 
 use std::sync::Arc;
 
@@ -14,21 +16,26 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::AppState;
-use super::{authn, content_type, guard};
+use super::{authn, content_type, drain, guard, metering};
 
 pub(crate) async fn admit(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(refusal) = guard::origin_and_host_refusal(&state, &request) {
-        return refusal;
-    }
-    authn::authenticate_then(&state, request, |request| async move {
-        match content_type::json_refusal(&request) {
-            Some(refusal) => refusal,
-            None => next.run(request).await,
-        }
+    metering::metered(&state, request, |request| {
+        drain::refusing_new_work(&state, request, |request| async {
+            if let Some(refusal) = guard::origin_and_host_refusal(&state, &request) {
+                return refusal;
+            }
+            authn::authenticate_then(&state, request, |request| async move {
+                match content_type::json_refusal(&request) {
+                    Some(refusal) => refusal,
+                    None => next.run(request).await,
+                }
+            })
+            .await
+        })
     })
     .await
 }

@@ -52,40 +52,52 @@ fn not_ready() -> Response {
     reply::json(StatusCode::SERVICE_UNAVAILABLE, body.to_string())
 }
 
-/// The middleware in front of every route.
+/// The middleware in front of the routes that are not MCP endpoints (those get the same check
+/// inside their one edge middleware, `admission.rs`).
 pub(crate) async fn refuse_new_work(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
+    refusing_new_work(&state, request, |request| next.run(request)).await
+}
+
+/// Runs `inner` on `request` unless the gateway is draining and the request starts new work,
+/// which is answered 503 instead.
+pub(crate) async fn refusing_new_work<F, Fut>(
+    state: &Arc<AppState>,
+    request: Request,
+    inner: F,
+) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     if !state.gateway.is_draining() {
-        return next.run(request).await;
+        return inner(request).await;
     }
     let path = super::endpoint_path::endpoint_of(request.uri().path()).to_owned();
     let method = request.method().clone();
     match (method, path.as_str()) {
-        (_, "/healthz") => next.run(request).await,
+        (_, "/healthz") => inner(request).await,
         (_, "/readyz") => not_ready(),
-        (Method::DELETE, "/mcp") => next.run(request).await,
+        (Method::DELETE, "/mcp") => inner(request).await,
         (Method::GET, "/mcp") if request.headers().contains_key(meta::header::LAST_EVENT_ID) => {
-            next.run(request).await
+            inner(request).await
         }
         (Method::POST, "/mcp" | "/message") => {
             let (parts, body) = request.into_parts();
             let Ok(bytes) = axum::body::to_bytes(body, state.settings.limits.max_body_bytes).await
             else {
-                return refuse(&state, None);
+                return refuse(state, None);
             };
             match Message::decode(&bytes) {
-                Ok(m) if m.kind() == Kind::Request => refuse(&state, m.id()),
+                Ok(m) if m.kind() == Kind::Request => refuse(state, m.id()),
                 // Answers and notifications belong to calls already running.
-                Ok(_) => {
-                    next.run(Request::from_parts(parts, Body::from(bytes)))
-                        .await
-                }
-                Err(_) => refuse(&state, None),
+                Ok(_) => inner(Request::from_parts(parts, Body::from(bytes))).await,
+                Err(_) => refuse(state, None),
             }
         }
-        _ => refuse(&state, None),
+        _ => refuse(state, None),
     }
 }

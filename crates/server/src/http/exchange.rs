@@ -22,15 +22,18 @@ pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 
 /// What the request's `Accept` headers allow (all of them: a client may send several).
 pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
-    let values: Vec<&str> = headers
+    let mut values = headers
         .get_all(header::ACCEPT)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    if values.is_empty() {
-        Accepts::parse(None)
-    } else {
-        Accepts::parse(Some(&values.join(",")))
+        .filter_map(|v| v.to_str().ok());
+    match (values.next(), values.next()) {
+        (None, _) => Accepts::parse(None),
+        // One header, the common case: read as it is, nothing joined.
+        (Some(one), None) => Accepts::parse(Some(one)),
+        (Some(first), Some(second)) => {
+            let all: Vec<&str> = [first, second].into_iter().chain(values).collect();
+            Accepts::parse(Some(&all.join(",")))
+        }
     }
 }
 

@@ -68,13 +68,8 @@ fn host_refusal(state: &AppState, request: &Request) -> Option<Response> {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
-    if state
-        .settings
-        .allowed_hosts
-        .allows(host.as_deref(), state.local)
-    {
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if state.settings.allowed_hosts.allows(host, state.local) {
         return None;
     }
     tracing::warn!(host = ?host, "refused a request for a disallowed Host");

@@ -12,6 +12,7 @@
 //! expiry, eviction at the bound, server shutdown), its own upstream processes
 //! (`scope = "session"` servers) are stopped with it.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -277,9 +278,14 @@ pub(crate) struct Full;
 
 /// What identifies a session among its tombstones: key id and nonce (unique per session),
 /// so a tombstone stays small however large the sealed state is.
-fn tombstone_key(id: &str) -> String {
-    let (kid, rest) = id.split_once('.').unwrap_or(("", id));
-    format!("{kid}.{}", rest.chars().take(16).collect::<String>())
+fn tombstone_key(id: &str) -> Cow<'_, str> {
+    let Some(dot) = id.find('.') else {
+        return Cow::Owned(format!(".{}", id.chars().take(16).collect::<String>()));
+    };
+    // `kid.` and the nonce's first 16 characters: a prefix of the id, taken without a copy.
+    let rest = id.get(dot + 1..).unwrap_or_default();
+    let nonce = rest.char_indices().nth(16).map_or(rest.len(), |(at, _)| at);
+    Cow::Borrowed(id.get(..dot + 1 + nonce).unwrap_or(id))
 }
 
 impl SessionTable {
@@ -330,7 +336,8 @@ impl SessionTable {
     }
 
     pub fn is_ended(&self, id: &str) -> bool {
-        lock(&self.tombstones).set.contains(&tombstone_key(id))
+        let tombstones = lock(&self.tombstones);
+        !tombstones.set.is_empty() && tombstones.set.contains(tombstone_key(id).as_ref())
     }
 
     /// Ends a session for good on this replica.
@@ -338,7 +345,7 @@ impl SessionTable {
         if let Some(s) = lock(&self.live).remove(id) {
             s.end_for_good();
         }
-        let key = tombstone_key(id);
+        let key = tombstone_key(id).into_owned();
         let mut t = lock(&self.tombstones);
         if t.set.insert(key.clone()) {
             t.order.push_back(key);
@@ -407,6 +414,22 @@ mod tests {
     use super::*;
     use manifold_gateway::GatewaySettings;
     use manifold_wire::Revision;
+
+    #[test]
+    fn a_tombstone_is_the_key_id_and_the_nonces_first_sixteen_characters() {
+        assert_eq!(
+            tombstone_key("k1.0123456789abcdefXYZ"),
+            "k1.0123456789abcdef"
+        );
+        assert_eq!(tombstone_key("k1.short"), "k1.short");
+        assert_eq!(tombstone_key("k1.ééééééééééééééééé"), "k1.éééééééééééééééé");
+        assert_eq!(
+            tombstone_key("no-dot-0123456789abcdef"),
+            ".no-dot-012345678"
+        );
+        assert_eq!(tombstone_key(""), ".");
+        assert!(matches!(tombstone_key("k1.x"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn deleted_ids_are_remembered_up_to_the_bound() {

@@ -2,8 +2,9 @@
 //! refused before they reached the gateway (by reason), and the W3C trace context of each
 //! request's HTTP headers, put in the request's extensions for its handler (`edge_facts.rs`).
 //!
-//! One middleware, outermost, so that every refusal is seen whichever layer made it (the
-//! Origin/Host guard, authentication, the drain, the transports' own checks). A refusal is any
+//! It runs first in the MCP endpoints' one edge middleware (`admission.rs`), around the others,
+//! so that every refusal is seen whichever check made it (the drain, the Origin/Host guard,
+//! authentication, the transports' own checks). A refusal is any
 //! 4xx/5xx answer on an MCP path that the gateway did not produce: the gateway's own answers are
 //! marked ([`answered`]) and counted as requests instead (`observed_call.rs`).
 
@@ -12,9 +13,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderMap;
-use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use manifold_gateway::TraceHeaders;
@@ -24,7 +24,6 @@ use manifold_wire::Era;
 
 use super::AppState;
 use super::audited_refusal::EdgeRequest;
-use super::endpoint_path::{MCP_PATHS, endpoint_of};
 
 /// Largest refusal body read to learn its JSON-RPC error code (refusals are short messages).
 pub const MAX_REFUSAL_BODY: u64 = 64 * 1024;
@@ -72,15 +71,14 @@ pub(crate) fn count_request(state: &AppState, method: &str, era: Era, outcome: R
         .request(method, era, outcome);
 }
 
-/// The middleware in front of every route.
-pub(crate) async fn meter(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if !MCP_PATHS.contains(&endpoint_of(request.uri().path())) {
-        return next.run(request).await;
-    }
+/// Runs `inner` on an MCP endpoint's `request` with both bodies counted, its trace context in
+/// its extensions, and a refusal (whichever check made it) counted and audited. Called first by
+/// the MCP endpoints' one edge middleware (`admission.rs`); other routes are not metered.
+pub(crate) async fn metered<F, Fut>(state: &AppState, request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let telemetry = Arc::clone(&state.gateway.settings().telemetry);
     let trace = trace_headers(request.headers());
     let edge = EdgeRequest::of(&request);
@@ -88,7 +86,7 @@ pub(crate) async fn meter(
     request
         .extensions_mut()
         .insert(super::edge_facts::HttpTrace(trace.clone()));
-    let response = next.run(request).await;
+    let response = inner(request).await;
     let status = response.status();
     let refused = (status.is_client_error() || status.is_server_error())
         && response.extensions().get::<GatewayAnswer>().is_none();

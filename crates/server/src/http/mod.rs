@@ -163,7 +163,9 @@ fn router(state: Arc<AppState>) -> Router {
     } else {
         Router::new()
     };
-    Router::new()
+    // The MCP endpoints: one middleware runs every check in front of them, metering first
+    // (`admission.rs`). Their handlers read the body with their own bound.
+    let mcp = Router::new()
         .merge(dialect)
         .route("/mcp", any(streamable::endpoint))
         .route("/sse", get(sse_transport::open))
@@ -172,19 +174,17 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/mcp/{toolset}", any(streamable::endpoint))
         .route("/sse/{toolset}", get(sse_transport::open))
         .route("/message/{toolset}", post(sse_transport::message))
-        // Origin and Host, then authentication, then the POST's Content-Type (`admission.rs`).
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             admission::admit,
+        ));
+    // The operators' pages sign people in themselves and accept changes only from their own
+    // page; a hostile name pointed at this address (DNS rebinding) is still refused.
+    let others = operator::ui_routes(&state, false)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard::host_only,
         ))
-        // The operators' pages sign people in themselves and accept changes only from their own
-        // page; a hostile name pointed at this address (DNS rebinding) is still refused.
-        .merge(
-            operator::ui_routes(&state, false).layer(axum::middleware::from_fn_with_state(
-                Arc::clone(&state),
-                guard::host_only,
-            )),
-        )
         // Probes come from orchestrators under any name: added after the guard, outside it.
         .route("/healthz", get(operator::healthz))
         .route("/readyz", get(operator::readyz))
@@ -195,12 +195,8 @@ fn router(state: Arc<AppState>) -> Router {
             drain::refuse_new_work,
         ))
         // Scrapes go on while draining: added after the drain layer, outside it.
-        .merge(operator::metrics_route(&state))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            metering::meter,
-        ))
-        .with_state(state)
+        .merge(operator::metrics_route(&state));
+    mcp.merge(others).with_state(state)
 }
 
 impl BoundServer {
