@@ -103,7 +103,7 @@ impl RawMember<'_> {
             .key
             .get(1..self.key.len().saturating_sub(1))
             .unwrap_or_default();
-        if inner.contains('\\') {
+        if inner.as_bytes().contains(&b'\\') {
             serde_json::from_str::<String>(self.key)
                 .map(Cow::Owned)
                 .map_err(|_| ScanError::Malformed(self.value.start))
