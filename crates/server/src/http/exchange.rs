@@ -8,7 +8,6 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use futures::future::BoxFuture;
 use manifold_wire::{ErrorCode, Id, Message, meta};
 use tokio_util::sync::CancellationToken;
 
@@ -73,54 +72,6 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A call whose messages go to a stream log, run in its request's own task until it ends or
-/// sends something before its answer. Most calls end first, and their answer goes back as a JSON
-/// body without a task spawned for the call (and, when a worker thread was idle, without waking
-/// it to look for that task). A call that sends something first goes on as a task of its own, as
-/// a reply stream needs. Dropped with the call still in it (the client went away), the call is
-/// cancelled and left to wind down on a task of its own, as a spawned call would be.
-pub(crate) struct InlineCall {
-    call: Option<BoxFuture<'static, ()>>,
-    cancel: CancellationToken,
-}
-
-impl InlineCall {
-    pub(crate) fn new(call: BoxFuture<'static, ()>, cancel: CancellationToken) -> InlineCall {
-        InlineCall {
-            call: Some(call),
-            cancel,
-        }
-    }
-
-    /// Runs the call until it ends or `log` has output; what is left then runs on its own.
-    pub(crate) async fn run_until_output(&mut self, log: &StreamLog) {
-        let ended = match self.call.as_mut() {
-            None => return,
-            Some(call) => tokio::select! {
-                biased;
-                () = call.as_mut() => true,
-                () = log.wait_for_output() => false,
-            },
-        };
-        if let Some(rest) = self.call.take()
-            && !ended
-        {
-            tokio::spawn(rest);
-        }
-    }
-}
-
-impl Drop for InlineCall {
-    fn drop(&mut self) {
-        if let Some(rest) = self.call.take() {
-            self.cancel.cancel();
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(rest);
-            }
-        }
-    }
-}
-
 /// Answers a call whose messages go to `log`: as a stream (`stream()` builds it), or as JSON
 /// when the call finished with nothing but its answer.
 pub(crate) async fn deliver(
@@ -181,88 +132,4 @@ async fn read_body(
     axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| Box::new(reply::too_large(limit)))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
-
-    use tokio::sync::oneshot;
-
-    use super::*;
-
-    /// Long enough for a task on another thread to run; only a hang guard.
-    const PATIENCE: Duration = Duration::from_secs(10);
-
-    fn log() -> Arc<StreamLog> {
-        StreamLog::new(None, None, 16, 1 << 16)
-    }
-
-    #[tokio::test]
-    async fn a_call_that_ends_before_any_output_has_ended_when_the_run_returns() {
-        let ended = Arc::new(AtomicBool::new(false));
-        let (log, flag) = (log(), Arc::clone(&ended));
-        let call_log = Arc::clone(&log);
-        let call = Box::pin(async move {
-            tokio::task::yield_now().await;
-            call_log.push_final(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
-            flag.store(true, Ordering::SeqCst);
-        });
-        InlineCall::new(call, CancellationToken::new())
-            .run_until_output(&log)
-            .await;
-        assert!(
-            ended.load(Ordering::SeqCst),
-            "the call ran to its end in place"
-        );
-        assert!(log.sole_event_if_finished().is_some());
-    }
-
-    #[tokio::test]
-    async fn a_call_that_sends_something_first_goes_on_as_its_own_task() {
-        let log = log();
-        let (go_on, may_end) = oneshot::channel::<()>();
-        let (ended, has_ended) = oneshot::channel::<()>();
-        let call_log = Arc::clone(&log);
-        let call = Box::pin(async move {
-            call_log.push(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
-            let _ = may_end.await;
-            call_log.push_final(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
-            let _ = ended.send(());
-        });
-        let token = CancellationToken::new();
-        InlineCall::new(call, token.clone())
-            .run_until_output(&log)
-            .await;
-        assert_eq!(log.appended(), 1, "the run returned at the first output");
-        go_on.send(()).unwrap();
-        tokio::time::timeout(PATIENCE, has_ended)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(!token.is_cancelled());
-    }
-
-    #[tokio::test]
-    async fn a_call_dropped_before_its_end_is_cancelled_and_winds_down_on_its_own_task() {
-        let log = log();
-        let token = CancellationToken::new();
-        let (wound_down, has_wound_down) = oneshot::channel::<()>();
-        let watched = token.clone();
-        let call = Box::pin(async move {
-            watched.cancelled().await;
-            let _ = wound_down.send(());
-        });
-        let mut inline = InlineCall::new(call, token.clone());
-        let ran = tokio::time::timeout(Duration::from_millis(20), inline.run_until_output(&log));
-        assert!(ran.await.is_err(), "the call waits for its cancellation");
-        drop(inline);
-        assert!(token.is_cancelled());
-        tokio::time::timeout(PATIENCE, has_wound_down)
-            .await
-            .unwrap()
-            .unwrap();
-    }
 }

@@ -23,7 +23,7 @@ use manifold_wire::{ErrorCode, Id, Kind, Message, Revision, meta};
 
 use super::AppState;
 use super::edge_facts::EdgeFacts;
-use super::exchange::{InlineCall, ReplyMode, accepts, deliver, header, read_message, reply_mode};
+use super::exchange::{ReplyMode, accepts, deliver, header, read_message, reply_mode};
 use super::legacy_sessions::LiveSession;
 use super::reply::{self, session_gone};
 use crate::modern_meta::looks_modern;
@@ -341,14 +341,14 @@ async fn legacy_call(
         session: Arc::downgrade(&session),
         json_only: mode == ReplyMode::JsonOnly,
     });
-    let call = {
+    {
         let state = Arc::clone(state);
         let core = Arc::clone(&session.core);
         let sid = session.id.clone();
         let log = Arc::clone(&log);
         let token = token.clone();
         let id = id.clone();
-        Box::pin(async move {
+        tokio::spawn(async move {
             let gateway = &state.gateway;
             match run_session_call_as(gateway, &core, outlet, &message, &token, origin).await {
                 Some(response) => {
@@ -358,14 +358,7 @@ async fn legacy_call(
                 None => log.finish(),
             }
             core.end(&id);
-        })
-    };
-    if mode == ReplyMode::Sse {
-        tokio::spawn(call);
-    } else {
-        InlineCall::new(call, token.clone())
-            .run_until_output(&log)
-            .await;
+        });
     }
     let response = deliver(
         &log,
