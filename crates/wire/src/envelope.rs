@@ -594,12 +594,19 @@ impl Message {
     /// functions check both), so only the depth guard has to be applied again: the envelope adds
     /// one level to whatever `value` nests. Re-decoding the whole text instead cost a full parse
     /// of every forwarded call (and of a 32 KiB argument) per patch.
+    ///
+    /// `reach` bounds how deep the edit that made `value` can nest in the message. Within the
+    /// guard, the scan is skipped: the message was within it before, and the edit added nothing
+    /// deeper (a renamed tool, a `_meta` member), so a large argument is not scanned again.
     pub(crate) fn with_member_value(
         &self,
         span: Range<usize>,
         value: &str,
+        reach: usize,
     ) -> Result<Message, Fault> {
-        if max_depth(value.as_bytes(), MAX_JSON_DEPTH) + 1 > MAX_JSON_DEPTH {
+        if reach > MAX_JSON_DEPTH
+            && max_depth(value.as_bytes(), MAX_JSON_DEPTH) + 1 > MAX_JSON_DEPTH
+        {
             return Err(Fault {
                 kind: FaultKind::TooDeep {
                     limit: MAX_JSON_DEPTH,

@@ -263,21 +263,44 @@ impl<'de> Visitor<'de> for PresentKeys<'_> {
 /// Members (key, raw JSON value) whose values were checked when they were made, so that adding
 /// them to each of many messages does not parse the same values again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckedMembers(Vec<(String, String)>);
+pub struct CheckedMembers {
+    members: Vec<(String, String)>,
+    /// The deepest of the values ([`deepest_value`]).
+    depth: usize,
+}
 
 impl CheckedMembers {
     /// Checks each value as a patch would; the first that is not JSON (or nests too deep) is the
     /// error.
     pub fn new(members: &[(&str, &str)]) -> Result<CheckedMembers, PatchError> {
-        members
+        let checked = members
             .iter()
             .map(|(key, value)| {
                 check_replacement(value)?;
                 Ok(((*key).to_owned(), (*value).to_owned()))
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map(CheckedMembers)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CheckedMembers {
+            depth: deepest_value(members),
+            members: checked,
+        })
     }
+}
+
+/// The deepest nesting among `members`' values.
+fn deepest_value(members: &[(&str, &str)]) -> usize {
+    members
+        .iter()
+        .map(|(_, value)| max_depth(value.as_bytes(), MAX_JSON_DEPTH))
+        .max()
+        .unwrap_or(0)
+}
+
+/// How deep, counted from the message's own braces, a patch at `path` can reach with values
+/// `value_depth` deep: the envelope, the params or result object, one object per key (the
+/// last one's too, for members added inside it), then the value. A bound, never below the truth.
+fn reach(path: &[&str], value_depth: usize) -> usize {
+    2 + path.len() + value_depth
 }
 
 /// `"k1":v1,"k2":v2` for raw JSON values.
@@ -498,6 +521,7 @@ impl Message {
         self.patch_member(
             part,
             path,
+            reach(path, max_depth(value.as_bytes(), MAX_JSON_DEPTH)),
             |inner| set_in(inner, path, value, Source::Decoded).map(Some),
             || {
                 check_replacement(value)?;
@@ -517,6 +541,7 @@ impl Message {
         self.patch_member(
             part,
             path,
+            reach(path, deepest_value(members)),
             |inner| set_missing_in(inner, path, members, Source::Decoded),
             || {
                 for (_, value) in members {
@@ -535,25 +560,29 @@ impl Message {
         path: &[&str],
         members: &CheckedMembers,
     ) -> Result<Message, PatchError> {
+        let depth = members.depth;
         let members: Vec<(&str, &str)> = members
-            .0
+            .members
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         self.patch_member(
             part,
             path,
+            reach(path, depth),
             |inner| set_checked_missing(inner, path, &members, Source::Decoded),
             || Ok(format!("{{{}}}", members_text(members.iter()))),
         )
     }
 
     /// Applies `edit` to the params (or result) text and splices its answer back in; a request
-    /// without params gains them, holding `path` set to `fresh()`.
+    /// without params gains them, holding `path` set to `fresh()`. `reach` bounds how deep what
+    /// the edit writes can nest in the message ([`reach`]).
     fn patch_member(
         &self,
         part: Part,
         path: &[&str],
+        reach: usize,
         edit: impl FnOnce(&str) -> Result<Option<String>, PatchError>,
         fresh: impl FnOnce() -> Result<String, PatchError>,
     ) -> Result<Message, PatchError> {
@@ -583,7 +612,11 @@ impl Message {
                     // Whitespace around a whole replacement belongs to no member: a decoder
                     // would leave it out of the span, so it is left out here too.
                     Some(patched) => self
-                        .with_member_value(span, patched.trim_matches([' ', '\t', '\n', '\r']))
+                        .with_member_value(
+                            span,
+                            patched.trim_matches([' ', '\t', '\n', '\r']),
+                            reach,
+                        )
                         .map_err(PatchError::Broken),
                     None => Ok(self.clone()),
                 }

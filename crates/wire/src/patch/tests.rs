@@ -104,6 +104,30 @@ fn a_patch_that_nests_past_the_depth_guard_is_refused() {
 }
 
 #[test]
+fn a_patch_whose_reach_is_within_the_guard_is_not_scanned_and_still_decodes() {
+    // A message at the guard already (an argument 125 levels deep, 128 with the envelope,
+    // the params and `arguments`): a renamed tool reaches 3 levels, so nothing is scanned, and
+    // the patched text still decodes.
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"a","arguments":{}}}}}"#,
+        deep(MAX_JSON_DEPTH - 3)
+    );
+    let m = Message::decode_str(&text).unwrap();
+    let renamed = m.with_name("b").unwrap();
+    assert_eq!(Message::decode_str(renamed.as_str()).unwrap(), renamed);
+    // Members added inside `_meta` reach exactly as deep as they nest: 125 levels fit, 126 do not.
+    let fits = m
+        .patch_missing(Part::Params, &["_meta"], &[("k", &deep(MAX_JSON_DEPTH - 3))])
+        .unwrap();
+    assert_eq!(Message::decode_str(fits.as_str()).unwrap(), fits);
+    assert!(
+        m.patch_missing(Part::Params, &["_meta"], &[("k", &deep(MAX_JSON_DEPTH - 2))])
+            .is_err()
+    );
+}
+
+#[test]
 fn a_patched_message_is_the_message_its_text_decodes_to() {
     // Patching moves the spans of the members after the patched one instead of decoding
     // again; the message must still equal a fresh decode of its own text.
