@@ -118,12 +118,20 @@ fn a_patch_whose_reach_is_within_the_guard_is_not_scanned_and_still_decodes() {
     assert_eq!(Message::decode_str(renamed.as_str()).unwrap(), renamed);
     // Members added inside `_meta` reach exactly as deep as they nest: 125 levels fit, 126 do not.
     let fits = m
-        .patch_missing(Part::Params, &["_meta"], &[("k", &deep(MAX_JSON_DEPTH - 3))])
+        .patch_missing(
+            Part::Params,
+            &["_meta"],
+            &[("k", &deep(MAX_JSON_DEPTH - 3))],
+        )
         .unwrap();
     assert_eq!(Message::decode_str(fits.as_str()).unwrap(), fits);
     assert!(
-        m.patch_missing(Part::Params, &["_meta"], &[("k", &deep(MAX_JSON_DEPTH - 2))])
-            .is_err()
+        m.patch_missing(
+            Part::Params,
+            &["_meta"],
+            &[("k", &deep(MAX_JSON_DEPTH - 2))]
+        )
+        .is_err()
     );
 }
 
