@@ -314,3 +314,43 @@ async fn the_ts_sdk_v1_client_gets_every_question_of_every_dual_era_server_throu
 async fn a_modern_client_gets_every_question_of_every_dual_era_server_through_the_gateway() {
     run_matrix(ClientEra::Modern, Driver::PythonSdk).await;
 }
+
+/// The rows the matrix expects to fail (an SDK that cannot carry the question in that era) are
+/// run with the same client straight against the same server, over HTTP: each fails there too,
+/// so the gateway is never the reason. (The stdio rows serve the same script's tools.) Directly,
+/// the legacy client's push-style question on the stateless legacy path fails only when the
+/// server's own 60 s request timeout ends it ("Request timed out"); through the gateway, which
+/// speaks the modern era to that server, it fails at once and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_fails_through_the_gateway_fails_the_same_way_directly() {
+    let http = start_http_peers().await;
+    let direct_url = |server: &str| match server {
+        "v1_http" => Some(&http.urls[0]),
+        "v2_http" => Some(&http.urls[1]),
+        "py_http" => Some(&http.urls[2]),
+        _ => None,
+    };
+    let mut checked = 0;
+    for era in [ClientEra::Legacy, ClientEra::Modern] {
+        for (server, tool, args, outcome) in matrix(era) {
+            let (Outcome::Fails(_), Some(url)) = (outcome, direct_url(server)) else {
+                continue;
+            };
+            let plan = json!({
+                "url": url,
+                "mode": match era { ClientEra::Legacy => "legacy", ClientEra::Modern => "auto" },
+                "answers": {"name": ELICITED_NAME, "sampled": SAMPLED_TEXT, "model": "m", "root": ROOT_URI},
+                "calls": [{"name": tool, "arguments": args}],
+                "modules": peers_dir().unwrap().join("node_modules").to_string_lossy(),
+            });
+            let report = run_client(Driver::PythonSdk, &plan);
+            let seen = &report["calls"][0];
+            assert!(
+                seen["isError"] == true || seen["error"].is_string(),
+                "{server} {tool} ({era:?}) was expected to fail directly as through the gateway: {seen}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3, "the HTTP rows expected to fail");
+}
