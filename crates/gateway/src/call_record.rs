@@ -19,7 +19,6 @@ use manifold_telemetry::{CallOutcome, Telemetry, TraceContext, spans};
 use manifold_upstream::UpstreamError;
 use manifold_wire::id::json_string;
 use manifold_wire::patch::{self, Part};
-use manifold_wire::shallow;
 use manifold_wire::{Kind, Message};
 use tracing::Instrument;
 
@@ -130,12 +129,8 @@ fn outcome_of(
     };
     match response.kind() {
         Kind::Result => {
-            // Most results name neither member: a look over the bytes spares the walk.
-            let result = response.result_raw().unwrap_or_default();
             let is = |path: &[&str], value: &str| {
-                path.last()
-                    .is_some_and(|key| shallow::may_name(result, key))
-                    && response.result_at(path).is_some_and(|v| v.trim() == value)
+                response.result_at(path).is_some_and(|v| v.trim() == value)
             };
             let outcome = if let Some(why) = upstream_failure {
                 ending.error = Some(why);

@@ -8,13 +8,13 @@
 //! (unknown tool, bad cursor) is a JSON-RPC error.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use manifold_telemetry::labels::AUTHORED_UPSTREAM;
 use manifold_upstream::{CallEvent, UpstreamError};
 use manifold_wire::id::json_string;
 use manifold_wire::patch::{self, Part, decoded};
-use manifold_wire::shallow;
+use manifold_wire::shallow::NameProbe;
 use manifold_wire::{Era, ErrorCode, ErrorObject, Id, Kind, Message};
 use serde_json::Value;
 
@@ -29,6 +29,10 @@ use crate::result_links::without_hidden_resources;
 use crate::server_requests::CallOrigin;
 use crate::state::{Core, LIST_TTL_MS};
 use crate::upstream::{MAX_CALL_RETRIES, Upstream};
+
+/// The member names a result is probed for before the walks that patch links and tasks back.
+static URI: LazyLock<NameProbe> = LazyLock::new(|| NameProbe::new("uri"));
+static TASK_ID: LazyLock<NameProbe> = LazyLock::new(|| NameProbe::new("taskId"));
 
 /// The first wait before retrying a call (doubling each time).
 pub const CALL_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
@@ -981,7 +985,7 @@ impl Core {
         let max = self.settings().result_max_bytes;
         let fixed = response.result_raw().map(|r| {
             // Most results name no URI and no task: the walks below would change nothing.
-            let linked = if shallow::may_name(r, "uri") || shallow::may_name(r, "taskId") {
+            let linked = if URI.may_be_named_in(r) || TASK_ID.may_be_named_in(r) {
                 Cow::Owned(self.links_and_tasks_back(ctx, catalog, server, r))
             } else {
                 Cow::Borrowed(r)

@@ -230,6 +230,9 @@ proptest! {
                 prop_assert!(!names.iter().any(|n| n == key), "{} in {}", key, text);
             }
         }
+        // A probe kept for one name answers as the function does.
+        let probe = NameProbe::new("ab");
+        prop_assert_eq!(probe.may_be_named_in(&text), may_name(&text, "ab"));
     }
 }
 
@@ -246,4 +249,8 @@ fn may_name_looks_for_the_quoted_name_or_an_escape_that_could_spell_it() {
     assert!(!may_name(r#"{"text":"line\nnext \"q\" \\ done"}"#, "uri"));
     // A string value that reads the name is a yes too: the caller's walk then says no.
     assert!(may_name(r#"{"text":"uri"}"#, "uri"));
+    let is_error = NameProbe::new("isError");
+    assert!(is_error.may_be_named_in(plain));
+    assert!(!is_error.may_be_named_in(r#"{"content":[]}"#));
+    assert!(is_error.may_be_named_in(r#"{"\u0069sError":true}"#));
 }
