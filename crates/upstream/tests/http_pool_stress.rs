@@ -2,7 +2,10 @@
 //! settled only at its call deadline. This drives the shared HTTP client through what the chaos
 //! test does to an HTTP upstream (SIGKILL and a restart on the same port, SIGSTOP and SIGCONT)
 //! round after round, with calls in flight, and requires that every call sent while the peer is
-//! running and not frozen gets an answer or an error other than the call deadline.
+//! running and not frozen gets an answer or an error other than the call deadline. The hang
+//! itself was hyper 1.12's, fixed in 1.13.0; the chaos scene that reproduces it is
+//! `manifold/tests/chaos.rs::calls_racing_a_restart_of_a_modern_http_upstream_are_answered`
+//! (docs/operations.md, item 5 of the chaos findings).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
