@@ -3,6 +3,7 @@
 //! then authentication (`authn.rs`); `/healthz`, `/readyz` and `/metrics` for operators beside them
 //! (or on their own listener), and the OAuth protected resource metadata.
 
+pub(crate) mod accept_loop;
 pub(crate) mod admission;
 pub mod audited_refusal;
 pub mod authn;
@@ -19,6 +20,7 @@ pub mod modern;
 pub mod operator;
 pub(crate) mod relay_inbox;
 pub mod reply;
+pub(crate) mod self_wake;
 pub(crate) mod shared_state;
 pub mod sse_transport;
 pub mod streamable;
@@ -96,14 +98,7 @@ impl Server {
             tokio::spawn(relay_inbox::deliver(inbox, Arc::downgrade(&state)));
         }
         let stop = state.stop.clone();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::error!(error = %e, "the HTTP server stopped with an error");
-            }
-        });
+        let task = tokio::spawn(accept_loop::serve(listener, app, stop));
         tracing::info!(addr = %local, "Manifold listens for MCP clients at http://{local}/mcp");
         Ok(BoundServer {
             local,
