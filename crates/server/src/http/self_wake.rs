@@ -146,17 +146,27 @@ mod tests {
         }
     }
 
-    fn scripted(self_wakes: usize, ready_at: Option<usize>) -> (Scripted, Arc<AtomicUsize>) {
+    /// The wrapped script, and how many times the script was polled.
+    fn wrapped(
+        self_wakes: usize,
+        ready_at: Option<usize>,
+        wake_from_another_thread: bool,
+    ) -> (RepollOnSelfWake<Scripted>, Arc<AtomicUsize>) {
         let polls = Arc::new(AtomicUsize::new(0));
         let future = Scripted {
             polls: Arc::clone(&polls),
             self_wakes,
             ready_at,
-            wake_from_another_thread: false,
+            wake_from_another_thread,
         };
-        (future, polls)
+        (RepollOnSelfWake::new(future), polls)
     }
 
+    fn wakes(runtime: &Arc<CountingWaker>) -> usize {
+        runtime.0.load(Ordering::SeqCst)
+    }
+
+    /// One poll by a runtime whose waker is `runtime`.
     fn poll_once<F: Future>(
         wrapped: &mut RepollOnSelfWake<F>,
         runtime: &Arc<CountingWaker>,
@@ -168,67 +178,47 @@ mod tests {
 
     #[test]
     fn a_wake_during_the_poll_is_a_second_poll_at_once_and_not_a_wake_of_the_runtime() {
-        let (future, polls) = scripted(1, None);
-        let mut wrapped = RepollOnSelfWake::new(future);
-        let runtime = Arc::new(CountingWaker::default());
-        assert!(poll_once(&mut wrapped, &runtime).is_pending());
+        let (mut future, polls) = wrapped(1, None, false);
+        let runtime = Arc::default();
+        assert!(poll_once(&mut future, &runtime).is_pending());
         assert_eq!(polls.load(Ordering::SeqCst), 2);
-        assert_eq!(runtime.0.load(Ordering::SeqCst), 0);
+        assert_eq!(wakes(&runtime), 0);
     }
 
     #[test]
     fn what_the_second_poll_finds_ready_is_returned() {
-        let (future, polls) = scripted(1, Some(2));
-        let mut wrapped = RepollOnSelfWake::new(future);
-        let runtime = Arc::new(CountingWaker::default());
-        assert_eq!(poll_once(&mut wrapped, &runtime), Poll::Ready(2));
+        let (mut future, polls) = wrapped(1, Some(2), false);
+        assert_eq!(poll_once(&mut future, &Arc::default()), Poll::Ready(2));
         assert_eq!(polls.load(Ordering::SeqCst), 2);
     }
 
     #[test]
     fn a_future_that_keeps_waking_itself_still_yields_to_the_runtime() {
-        let (future, polls) = scripted(usize::MAX, None);
-        let mut wrapped = RepollOnSelfWake::new(future);
-        let runtime = Arc::new(CountingWaker::default());
-        assert!(poll_once(&mut wrapped, &runtime).is_pending());
+        let (mut future, polls) = wrapped(usize::MAX, None, false);
+        let runtime = Arc::default();
+        assert!(poll_once(&mut future, &runtime).is_pending());
         let granted = usize::try_from(SELF_WAKE_REPOLLS).unwrap_or(usize::MAX);
         assert_eq!(polls.load(Ordering::SeqCst), 1 + granted);
-        assert_eq!(runtime.0.load(Ordering::SeqCst), 1);
+        assert_eq!(wakes(&runtime), 1);
     }
 
     #[test]
-    fn a_wake_after_the_poll_reaches_the_runtime() {
-        let (future, polls) = scripted(0, None);
-        let mut wrapped = RepollOnSelfWake::new(future);
-        let runtime = Arc::new(CountingWaker::default());
-        assert!(poll_once(&mut wrapped, &runtime).is_pending());
-        assert_eq!(runtime.0.load(Ordering::SeqCst), 0);
-        wrapped.waker.wake_by_ref();
-        assert_eq!(runtime.0.load(Ordering::SeqCst), 1);
-        assert_eq!(polls.load(Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn a_wake_from_another_thread_during_the_poll_is_not_lost() {
-        let (mut future, polls) = scripted(1, Some(2));
-        future.wake_from_another_thread = true;
-        let mut wrapped = RepollOnSelfWake::new(future);
-        let runtime = Arc::new(CountingWaker::default());
-        assert_eq!(poll_once(&mut wrapped, &runtime), Poll::Ready(2));
+    fn a_wake_after_the_poll_reaches_the_latest_runtime_waker() {
+        let (mut future, polls) = wrapped(0, None, false);
+        let (first, second) = (Arc::default(), Arc::default());
+        assert!(poll_once(&mut future, &first).is_pending());
+        assert!(poll_once(&mut future, &second).is_pending());
+        assert_eq!((wakes(&first), wakes(&second)), (0, 0));
+        future.waker.wake_by_ref();
+        assert_eq!((wakes(&first), wakes(&second)), (0, 1));
         assert_eq!(polls.load(Ordering::SeqCst), 2);
     }
 
     #[test]
-    fn the_latest_runtime_waker_is_the_one_woken() {
-        let (future, _) = scripted(0, None);
-        let mut wrapped = RepollOnSelfWake::new(future);
-        let first = Arc::new(CountingWaker::default());
-        let second = Arc::new(CountingWaker::default());
-        assert!(poll_once(&mut wrapped, &first).is_pending());
-        assert!(poll_once(&mut wrapped, &second).is_pending());
-        wrapped.waker.wake_by_ref();
-        assert_eq!(first.0.load(Ordering::SeqCst), 0);
-        assert_eq!(second.0.load(Ordering::SeqCst), 1);
+    fn a_wake_from_another_thread_during_the_poll_is_not_lost() {
+        let (mut future, polls) = wrapped(1, Some(2), true);
+        assert_eq!(poll_once(&mut future, &Arc::default()), Poll::Ready(2));
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
