@@ -1,5 +1,6 @@
-//! The MCP listener's accept loop: what `axum::serve` with a graceful shutdown does, with each
-//! connection's task run under [`RepollOnSelfWake`].
+//! The accept loop of both listeners (MCP clients; operators on `admin_listen`): what
+//! `axum::serve` with a graceful shutdown does, with each connection's task run under
+//! [`RepollOnSelfWake`].
 //!
 //! Why not `axum::serve` itself: it spawns each connection's task on its own, so nothing can wrap
 //! that task's future, and the self-wake that wrapper absorbs happens on every request with a body
@@ -78,4 +79,119 @@ fn concerns_one_connection(e: &std::io::Error) -> bool {
             | std::io::ErrorKind::ConnectionAborted
             | std::io::ErrorKind::ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::sync::Notify;
+
+    const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+
+    /// A server whose one route answers "done" once `release` is notified (or at once when
+    /// `release` is `None`).
+    async fn server(
+        release: Option<Arc<Notify>>,
+    ) -> (
+        std::net::SocketAddr,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let app = Router::new().route(
+            "/",
+            axum::routing::get(move || {
+                let release = release.clone();
+                async move {
+                    if let Some(release) = release {
+                        release.notified().await;
+                    }
+                    "done"
+                }
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let stop = CancellationToken::new();
+        let served = tokio::spawn(serve(listener, app, stop.clone()));
+        (addr, stop, served)
+    }
+
+    async fn read_until_closed(stream: &mut TcpStream) -> String {
+        let mut answer = Vec::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn on_stop_a_request_in_flight_is_answered_before_the_loop_ends() {
+        let release = Arc::new(Notify::new());
+        let (addr, stop, mut served) = server(Some(Arc::clone(&release))).await;
+        let mut client = TcpStream::connect(addr).await.expect("connect");
+        client.write_all(REQUEST).await.expect("send");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.cancel();
+        let early = tokio::time::timeout(Duration::from_millis(300), &mut served).await;
+        assert!(early.is_err(), "the loop ended with a request in flight");
+        release.notify_one();
+        let answer = read_until_closed(&mut client).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("done"), "{answer}");
+        let ended = tokio::time::timeout(Duration::from_secs(10), served).await;
+        assert!(
+            ended.is_ok(),
+            "the loop did not end once the connection closed"
+        );
+    }
+
+    #[tokio::test]
+    async fn on_stop_an_idle_kept_alive_connection_is_closed_and_no_new_one_is_taken() {
+        let (addr, stop, served) = server(None).await;
+        let mut client = TcpStream::connect(addr).await.expect("connect");
+        client.write_all(REQUEST).await.expect("send");
+        let mut first = [0u8; 512];
+        let n = client.read(&mut first).await.expect("answer");
+        assert!(
+            first
+                .get(..n)
+                .unwrap_or_default()
+                .starts_with(b"HTTP/1.1 200")
+        );
+        stop.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(10), served).await;
+        assert!(
+            ended.is_ok(),
+            "an idle connection kept the loop from ending"
+        );
+        assert_eq!(
+            read_until_closed(&mut client).await,
+            "",
+            "the idle connection was not closed"
+        );
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "a connection was taken after the stop"
+        );
+    }
+
+    #[test]
+    fn only_errors_of_the_connection_being_accepted_are_skipped_without_a_pause() {
+        use std::io::{Error, ErrorKind};
+        for kind in [
+            ErrorKind::ConnectionRefused,
+            ErrorKind::ConnectionAborted,
+            ErrorKind::ConnectionReset,
+        ] {
+            assert!(concerns_one_connection(&Error::from(kind)), "{kind:?}");
+        }
+        assert!(
+            !concerns_one_connection(&Error::from_raw_os_error(24)),
+            "EMFILE"
+        );
+        assert!(!concerns_one_connection(&Error::from(
+            ErrorKind::OutOfMemory
+        )));
+    }
 }

@@ -216,15 +216,7 @@ pub(crate) async fn serve_admin(state: &Arc<AppState>) -> Result<Option<SocketAd
         )),
     )
     .with_state(Arc::clone(state));
-    let stop = state.stop.clone();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "the operators' HTTP listener stopped with an error");
-        }
-    });
+    tokio::spawn(super::accept_loop::serve(listener, app, state.stop.clone()));
     tracing::info!(addr = %local, "operator endpoints (/metrics, /healthz, /readyz) at http://{local}");
     Ok(Some(local))
 }
