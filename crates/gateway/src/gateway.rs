@@ -55,6 +55,7 @@ impl Gateway {
                 upstreams: RwLock::new(Arc::new(upstreams)),
                 catalog: RwLock::new(Arc::new(Catalog::default())),
                 catalog_error: RwLock::new(None),
+                rebuilding: Mutex::new(()),
                 events,
                 held: crate::mrtr::HeldCalls::new(),
                 sessions: crate::sessions::SessionConnections::default(),

@@ -29,6 +29,11 @@ pub struct Core {
     pub(crate) upstreams: RwLock<Arc<Vec<Arc<Upstream>>>>,
     pub(crate) catalog: RwLock<Arc<Catalog>>,
     pub(crate) catalog_error: RwLock<Option<String>>,
+    /// Held through one rebuild of the catalog, from reading the upstreams' lists to storing
+    /// the result: two rebuilds that overlapped (the catalog task's, after an upstream came up,
+    /// and `wait_started`'s) could store out of order, an older view replacing a newer one, and
+    /// a call until the next rebuild found a tool of a server already up unknown.
+    pub(crate) rebuilding: Mutex<()>,
     pub(crate) events: broadcast::Sender<GatewayEvent>,
     pub(crate) held: crate::mrtr::HeldCalls,
     pub(crate) sessions: crate::sessions::SessionConnections,
@@ -336,6 +341,7 @@ pub(crate) fn rebuild(inner: &Core) {
 /// Rebuilds the catalog and tells sessions which lists changed; with `everything_changed`, every
 /// list, as after new rules (what each caller sees may differ even where the catalog does not).
 pub(crate) fn rebuild_and_tell(inner: &Core, everything_changed: bool) {
+    let _one_at_a_time = inner.rebuilding.lock().unwrap_or_else(|p| p.into_inner());
     let pins = inner.settings.pins.as_deref();
     match Catalog::build_pinned(
         &inner.settings.naming,
