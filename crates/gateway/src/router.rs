@@ -238,7 +238,9 @@ impl Core {
             definition,
             cap,
         };
-        match self.settings().approvals.hold(ctx, request, held).await {
+        // Boxed: only a call an ask rule matched waits here, and the wait's future is several
+        // KiB that every other call's future would otherwise carry.
+        match Box::pin(self.settings().approvals.hold(ctx, request, held)).await {
             crate::approval::Verdict::Run { request, approval } => {
                 Staged::Go(Cow::Owned(request), Some(approval))
             }
@@ -540,7 +542,9 @@ impl Core {
         let modern_client = ctx.client.revision.era() == Era::Modern;
         if modern_client && let Some(state) = outgoing.params_str(&["requestState"]) {
             match self.held.take(&state) {
-                Ok(held) => return self.resume(ctx, held, outgoing).await,
+                // Boxed: a resumed call is rare, and its future would otherwise enlarge every
+                // forwarded call's (see `SessionConnections::connection`).
+                Ok(held) => return Box::pin(self.resume(ctx, held, outgoing)).await,
                 Err(StateError::Gone) => {
                     return Err(UpstreamError::Cancelled {
                         server: server.to_owned(),
@@ -867,7 +871,9 @@ impl Core {
             Staged::Answer(raw) => return Some(respond(ctx, id, raw).into()),
             Staged::Refuse(refusal) => return Some(refusal.into()),
         };
-        let answer = match self.call_hosted(ctx, &request, name).await {
+        // Boxed for the same reason as the approval's wait in `stage`: every call passes
+        // through this function, few run a hosted tool.
+        let answer = match Box::pin(self.call_hosted(ctx, &request, name)).await {
             Ok(raw) => respond(ctx, id, with_approval(raw, approval.as_ref())),
             Err(refusal) => *refusal,
         };
@@ -1170,5 +1176,50 @@ impl ListOf {
             ListOf::Resources => "resources",
             ListOf::Templates => "resourceTemplates",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use manifold_wire::{Id, Message, Revision};
+
+    use crate::context::{ClientView, RequestContext, SilentPeer};
+    use crate::{Gateway, GatewaySettings};
+
+    /// Most bytes the future of one routed request may take, in the layout tests are built with
+    /// (a release build's is smaller). The paths few calls take (connecting a session's own
+    /// upstream, resuming a held call, waiting for an approval, running a hosted tool) are boxed
+    /// where they are taken: inline they made this future 8.6 KB, allocated and copied whole for
+    /// every call.
+    const MAX_ROUTE_FUTURE_BYTES: usize = 5 * 1024;
+
+    #[tokio::test]
+    async fn a_routed_request_s_future_carries_no_rarely_taken_path() {
+        let gateway = Gateway::start(GatewaySettings::default(), Vec::new());
+        let ctx = RequestContext {
+            client: ClientView {
+                revision: Revision::LATEST_LEGACY,
+                capabilities: "{}".to_owned(),
+                info: None,
+            },
+            peer: Arc::new(SilentPeer),
+            session: None,
+            caller: None,
+            toolset: None,
+            trace: None,
+            audit: crate::request_notes::RequestNotes::default(),
+        };
+        let request = Message::request(&Id::Num(1), "tools/call", Some(r#"{"name":"x"}"#));
+        let routed = gateway.inner.handle_as(&ctx, &request);
+        let bytes = std::mem::size_of_val(&routed);
+        drop(routed);
+        assert!(
+            bytes <= MAX_ROUTE_FUTURE_BYTES,
+            "a routed request's future takes {bytes} bytes (at most {MAX_ROUTE_FUTURE_BYTES}): \
+             box the new await on a path few calls take where it is taken"
+        );
+        gateway.shutdown().await;
     }
 }

@@ -107,22 +107,27 @@ impl SessionConnections {
             legacy_for_questions: true,
         };
         let slot = self.slot(session, key.clone())?;
+        // Boxed (here and in `connection`): connecting is a future of several KiB that most
+        // calls never run, and inline it would make every forwarded call's future that much
+        // larger, copied whole each time the call's future is moved or boxed.
         let started = slot
-            .get_or_try_init(|| async {
-                let mut options = ConnectOptions::new(def.name.clone());
-                options.era = EraChoice::Legacy;
-                options.handler = Arc::new(ToOriginatingClient);
-                options.client.capabilities =
-                    allowed_capabilities(client_capabilities, &def.client_capabilities);
-                let (conn, _) = connect(&def.target, &options).await?;
-                if conn.carries_server_requests() {
-                    return Ok(conn);
-                }
-                conn.close().await;
-                Err(UpstreamError::Negotiation {
-                    server: def.name.clone(),
-                    detail: "its legacy era is stateless, so it cannot ask questions in it"
-                        .to_owned(),
+            .get_or_try_init(|| {
+                Box::pin(async {
+                    let mut options = ConnectOptions::new(def.name.clone());
+                    options.era = EraChoice::Legacy;
+                    options.handler = Arc::new(ToOriginatingClient);
+                    options.client.capabilities =
+                        allowed_capabilities(client_capabilities, &def.client_capabilities);
+                    let (conn, _) = connect(&def.target, &options).await?;
+                    if conn.carries_server_requests() {
+                        return Ok(conn);
+                    }
+                    conn.close().await;
+                    Err(UpstreamError::Negotiation {
+                        server: def.name.clone(),
+                        detail: "its legacy era is stateless, so it cannot ask questions in it"
+                            .to_owned(),
+                    })
                 })
             })
             .await;
@@ -165,13 +170,15 @@ impl SessionConnections {
         };
         let slot = self.slot(session, key.clone())?;
         let conn = slot
-            .get_or_try_init(|| async {
-                let mut options = ConnectOptions::new(def.name.clone());
-                options.era = def.era;
-                options.handler = Arc::new(ToOriginatingClient);
-                options.client.capabilities =
-                    allowed_capabilities(client_capabilities, &def.client_capabilities);
-                connect(&def.target, &options).await.map(|(c, _)| c)
+            .get_or_try_init(|| {
+                Box::pin(async {
+                    let mut options = ConnectOptions::new(def.name.clone());
+                    options.era = def.era;
+                    options.handler = Arc::new(ToOriginatingClient);
+                    options.client.capabilities =
+                        allowed_capabilities(client_capabilities, &def.client_capabilities);
+                    connect(&def.target, &options).await.map(|(c, _)| c)
+                })
             })
             .await?;
         if conn.is_closed() {
