@@ -41,16 +41,22 @@ pub struct Catalog {
     tool_names: NameTable,
     prompt_names: NameTable,
     /// URI scheme prefix -> server name.
-    uri_servers: HashMap<String, Arc<str>>,
+    uri_servers: NameIndex<Arc<str>>,
     /// Exposed resource URI -> entry index, for exact lookups.
-    resource_index: HashMap<String, usize>,
+    resource_index: NameIndex<usize>,
     /// Exposed tool name -> entry index.
-    tool_index: HashMap<String, usize>,
+    tool_index: NameIndex<usize>,
     /// Whether URIs carry a server prefix (every naming mode but "never").
     namespaced: bool,
     /// Exposed name -> why the tool is withheld (its definition changed; policy "block").
-    withheld: HashMap<String, ChangedTool>,
+    withheld: NameIndex<ChangedTool>,
 }
+
+/// A map by exposed name, read several times by every call. Hashed with foldhash, which for
+/// these keys costs a fraction of std's SipHash; SipHash's defence against chosen collisions
+/// buys nothing here, as the keys come from the configured servers' lists, never from a caller
+/// (a caller's name is only looked up).
+type NameIndex<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
 fn name_of(raw: &str, key: &str) -> Option<String> {
     patch::get_str(raw, &[key]).ok().flatten()
