@@ -327,31 +327,7 @@ mod tests {
     use super::*;
 
     fn context() -> RequestContext {
-        struct Nobody;
-        impl crate::context::DownstreamPeer for Nobody {
-            fn notify(&self, _: Message) {}
-            fn request(
-                &self,
-                _: &str,
-                _: Option<String>,
-            ) -> Option<futures::future::BoxFuture<'static, Result<String, ErrorObject>>>
-            {
-                None
-            }
-        }
-        RequestContext {
-            client: crate::context::ClientView {
-                revision: manifold_wire::Revision::LATEST,
-                capabilities: "{}".to_owned(),
-                info: None,
-            },
-            peer: Arc::new(Nobody),
-            session: None,
-            caller: None,
-            toolset: None,
-            trace: None,
-            audit: Default::default(),
-        }
+        RequestContext::silent(manifold_wire::Revision::LATEST)
     }
 
     #[test]

@@ -175,6 +175,24 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// A request of a client that declared nothing, authenticated as no one, outside any tool
+    /// set, that cannot be asked anything: the context of the gateway's own calls and of tests.
+    pub fn silent(revision: Revision) -> RequestContext {
+        RequestContext {
+            client: ClientView {
+                revision,
+                capabilities: "{}".to_owned(),
+                info: None,
+            },
+            peer: Arc::new(SilentPeer),
+            session: None,
+            caller: None,
+            toolset: None,
+            trace: None,
+            audit: RequestNotes::default(),
+        }
+    }
+
     /// The caller's own bearer token, as the request's upstream call carries it down (only
     /// servers configured with `token_passthrough = true` are sent it).
     pub fn caller_token(&self) -> Option<CallerToken> {

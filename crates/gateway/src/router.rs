@@ -1181,11 +1181,9 @@ impl ListOf {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use manifold_wire::{Id, Message, Revision};
 
-    use crate::context::{ClientView, RequestContext, SilentPeer};
+    use crate::context::RequestContext;
     use crate::{Gateway, GatewaySettings};
 
     /// Most bytes the future of one routed request may take, in the layout tests are built with
@@ -1198,19 +1196,7 @@ mod tests {
     #[tokio::test]
     async fn a_routed_request_s_future_carries_no_rarely_taken_path() {
         let gateway = Gateway::start(GatewaySettings::default(), Vec::new());
-        let ctx = RequestContext {
-            client: ClientView {
-                revision: Revision::LATEST_LEGACY,
-                capabilities: "{}".to_owned(),
-                info: None,
-            },
-            peer: Arc::new(SilentPeer),
-            session: None,
-            caller: None,
-            toolset: None,
-            trace: None,
-            audit: crate::request_notes::RequestNotes::default(),
-        };
+        let ctx = RequestContext::silent(Revision::LATEST_LEGACY);
         let request = Message::request(&Id::Num(1), "tools/call", Some(r#"{"name":"x"}"#));
         let routed = gateway.inner.handle_as(&ctx, &request);
         let bytes = std::mem::size_of_val(&routed);

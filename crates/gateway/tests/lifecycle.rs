@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use manifold_gateway::reconfigure::{ReconfigureError, Reconfigured};
 use manifold_gateway::{
-    ClientView, Gateway, GatewayEvent, GatewaySettings, RequestContext, SilentPeer, Status,
-    UpstreamDefinition,
+    Gateway, GatewayEvent, GatewaySettings, RequestContext, Status, UpstreamDefinition,
 };
 use manifold_testkit::process_is_running;
 use manifold_upstream::Target;
@@ -40,19 +39,7 @@ fn peer_def(name: &str, env: &[(&str, &str)]) -> UpstreamDefinition {
 }
 
 fn ctx() -> RequestContext {
-    RequestContext {
-        client: ClientView {
-            revision: Revision::V2025_11_25,
-            capabilities: "{}".to_owned(),
-            info: None,
-        },
-        peer: Arc::new(SilentPeer),
-        session: None,
-        caller: None,
-        toolset: None,
-        trace: None,
-        audit: Default::default(),
-    }
+    RequestContext::silent(Revision::V2025_11_25)
 }
 
 async fn call(g: &Gateway, id: i64, tool: &str, args: &str) -> Value {

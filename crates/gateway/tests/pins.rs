@@ -12,8 +12,7 @@ use std::time::Duration;
 use manifold_gateway::catalog::hygiene::{CUT_MARK, MAX_DESCRIPTION_CHARS};
 use manifold_gateway::pins::{MemoryPins, OnChange, PinRepository, Pins};
 use manifold_gateway::{
-    ClientView, Gateway, GatewayEvent, GatewaySettings, RequestContext, SilentPeer,
-    UpstreamDefinition,
+    Gateway, GatewayEvent, GatewaySettings, RequestContext, UpstreamDefinition,
 };
 use manifold_upstream::Target;
 use manifold_upstream::transport::stdio::StdioSpec;
@@ -59,19 +58,7 @@ async fn start(repository: &Arc<MemoryPins>, policy: OnChange, extra: &[&str]) -
 }
 
 fn ctx() -> RequestContext {
-    RequestContext {
-        client: ClientView {
-            revision: Revision::V2025_11_25,
-            capabilities: "{}".to_owned(),
-            info: None,
-        },
-        peer: Arc::new(SilentPeer),
-        session: None,
-        caller: None,
-        toolset: None,
-        trace: None,
-        audit: Default::default(),
-    }
+    RequestContext::silent(Revision::V2025_11_25)
 }
 
 async fn ask(g: &Gateway, method: &str, params: Value) -> Message {

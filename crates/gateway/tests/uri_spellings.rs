@@ -7,14 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use manifold_gateway::catalog::uri_normal::{normal_form, readings};
 use manifold_gateway::policy::{Decision, Effect, ItemKind, Policy, RuleSpec};
-use manifold_gateway::{
-    ClientView, Gateway, GatewaySettings, RequestContext, SilentPeer, UpstreamDefinition,
-};
+use manifold_gateway::{Gateway, GatewaySettings, RequestContext, UpstreamDefinition};
 use manifold_upstream::transport::stdio::StdioSpec;
 use manifold_upstream::{EraChoice, Target};
 use manifold_wire::{Id, Message, Revision};
@@ -216,19 +213,7 @@ fn fixture() -> UpstreamDefinition {
 }
 
 fn legacy() -> RequestContext {
-    RequestContext {
-        client: ClientView {
-            revision: Revision::V2025_11_25,
-            capabilities: "{}".to_owned(),
-            info: None,
-        },
-        peer: Arc::new(SilentPeer),
-        session: None,
-        caller: None,
-        toolset: None,
-        trace: None,
-        audit: Default::default(),
-    }
+    RequestContext::silent(Revision::V2025_11_25)
 }
 
 /// The bytes of an answer with the URI it quotes (`{uri:?}` inside a JSON string) replaced, to
