@@ -194,3 +194,26 @@ fn a_batch_goes_in_few_inserts_of_nine_sizes_at_most() {
         [128, 64, 32, 16]
     );
 }
+
+#[test]
+fn each_insert_text_has_one_tuple_of_nine_placeholders_per_row() {
+    for size in (0..=MAX_INSERT_CHUNK_ROWS.ilog2()).map(|log2| 1usize << log2) {
+        let sqlite = insert_sql(size, Placeholders::Sqlite);
+        assert!(sqlite.starts_with(INSERT_HEAD_SQL));
+        assert_eq!(sqlite.matches('(').count(), size + 1, "{size} rows");
+        assert_eq!(sqlite.matches('?').count(), size * INSERT_ROW_VALUES);
+        let postgres = insert_sql(size, Placeholders::Postgres);
+        let numbers: Vec<usize> = postgres
+            .split('$')
+            .skip(1)
+            .map(|n| n.trim_end_matches([',', ' ', ')', '(']).parse().unwrap())
+            .collect();
+        assert_eq!(numbers, (1..=size * INSERT_ROW_VALUES).collect::<Vec<_>>());
+        assert_eq!(postgres.matches('(').count(), size + 1, "{size} rows");
+    }
+    // The same text each time: built once, kept.
+    assert!(std::ptr::eq(
+        insert_sql(8, Placeholders::Sqlite),
+        insert_sql(8, Placeholders::Sqlite)
+    ));
+}
