@@ -352,10 +352,28 @@ macro_rules! row_columns {
 const CHAIN_TIP_SQL: &str = "SELECT COALESCE(\
     (SELECT row_sha256 FROM audit_trail ORDER BY seq DESC LIMIT 1), \
     (SELECT anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1))";
-/// The newest seq, read back after a batch's `INSERT` instead of `RETURNING seq`: sqlx's
-/// SQLite driver hands each returned row from its worker thread to the writer task on its own,
-/// a thread wake-up per audit row, which cost more than writing the row.
+/// The newest seq, read back after a batch's `INSERT` on PostgreSQL, instead of `RETURNING seq`:
+/// sqlx hands each returned row over on its own, which cost more than writing the row.
 const LAST_SEQ_SQL: &str = "SELECT COALESCE(MAX(seq), 0) FROM audit_trail";
+
+/// The seq of the last row an `INSERT` wrote, where the backend tells it with the statement's
+/// result: SQLite's `last_insert_rowid` (`seq` is the rowid), so a batch spends no statement, and
+/// no hand-off to sqlx's SQLite thread, on asking. PostgreSQL asks ([`LAST_SEQ_SQL`]).
+trait LastInserted {
+    fn last_seq(&self) -> Option<i64>;
+}
+
+impl LastInserted for sqlx::sqlite::SqliteQueryResult {
+    fn last_seq(&self) -> Option<i64> {
+        Some(self.last_insert_rowid())
+    }
+}
+
+impl LastInserted for sqlx::postgres::PgQueryResult {
+    fn last_seq(&self) -> Option<i64> {
+        None
+    }
+}
 
 /// The seqs of the `inserted` rows of one batch's `INSERT`s, the newest being `last`. Under the
 /// chain lock nothing else inserts, and the rows take consecutive seqs in `VALUES` order
@@ -369,24 +387,52 @@ fn consecutive_seqs(last: i64, inserted: u64) -> Vec<i64> {
 /// Most rows one `INSERT` of a batch carries (9 parameters each: far below SQLite's 32,766 and
 /// PostgreSQL's 65,535).
 const MAX_INSERT_CHUNK_ROWS: usize = 256;
+/// Up to this many rows, an `INSERT` has a text of its own size, so a small batch (`required`
+/// mode commits batches of about 15-25 rows at 64 clients) is one statement.
+const MAX_EXACT_INSERT_ROWS: usize = 32;
+/// The `INSERT` texts there are: one per size up to [`MAX_EXACT_INSERT_ROWS`], then 64, 128, 256.
+const INSERT_SIZES: usize = MAX_EXACT_INSERT_ROWS
+    + (MAX_INSERT_CHUNK_ROWS.ilog2() - MAX_EXACT_INSERT_ROWS.ilog2()) as usize;
 
-/// The row counts of the `INSERT`s a batch of `rows` goes in: the largest power of two that fits
-/// (at most [`MAX_INSERT_CHUNK_ROWS`]), then the next, so a batch of 240 is 128 + 64 + 32 + 16.
-/// A statement's text depends only on its row count, so at most nine texts ever exist (1 to 256
-/// rows) and the driver's per-connection cache of prepared statements keeps them all: a batch
-/// re-binds statements prepared before, in a few statements (each one a hand-off to sqlx's
-/// SQLite worker thread or a PostgreSQL round trip) rather than one per 32 rows.
+/// The row counts of the `INSERT`s a batch of `rows` goes in: up to [`MAX_EXACT_INSERT_ROWS`]
+/// rows, one `INSERT` of them all; above, the largest power of two that fits (at most
+/// [`MAX_INSERT_CHUNK_ROWS`]) and on, so a batch of 240 is 128 + 64 + 32 + 16. A statement's text
+/// depends only on its row count, so at most [`INSERT_SIZES`] texts exist and the driver's
+/// per-connection cache of prepared statements keeps them all: a batch re-binds statements
+/// prepared before, in a few statements (each one a hand-off to sqlx's SQLite worker thread or
+/// a PostgreSQL round trip) rather than one per row.
 fn insert_chunk_sizes(rows: usize) -> impl Iterator<Item = usize> {
     let mut left = rows;
     std::iter::from_fn(move || {
         if left == 0 {
             return None;
         }
-        let largest = 1usize << left.ilog2();
-        let size = largest.min(MAX_INSERT_CHUNK_ROWS);
+        let size = if left <= MAX_EXACT_INSERT_ROWS {
+            left
+        } else {
+            (1usize << left.ilog2()).min(MAX_INSERT_CHUNK_ROWS)
+        };
         left -= size;
         Some(size)
     })
+}
+
+/// Where the text of an `INSERT` of `rows` rows (a size [`insert_chunk_sizes`] gives) is kept.
+fn insert_size_slot(rows: usize) -> usize {
+    if rows <= MAX_EXACT_INSERT_ROWS {
+        rows.saturating_sub(1)
+    } else {
+        MAX_EXACT_INSERT_ROWS - 1 + (rows.ilog2() - MAX_EXACT_INSERT_ROWS.ilog2()) as usize
+    }
+}
+
+/// The size whose text is kept at `slot`: the inverse of [`insert_size_slot`].
+fn insert_slot_size(slot: usize) -> usize {
+    if slot < MAX_EXACT_INSERT_ROWS {
+        slot + 1
+    } else {
+        MAX_EXACT_INSERT_ROWS << (slot + 1 - MAX_EXACT_INSERT_ROWS)
+    }
 }
 
 /// The head of each `INSERT` of a batch; [`insert_sql`] adds a `VALUES` tuple per row.
@@ -410,23 +456,22 @@ impl Placeholders {
     }
 }
 
-/// The text of an `INSERT` of `rows` rows ([`insert_chunk_sizes`] gives a power of two up to
-/// [`MAX_INSERT_CHUNK_ROWS`]). Each text is written once per process and kept, rather than
-/// rebuilt for every statement (256 rows are 2,304 placeholders); with the chain's hashes moved
-/// into the statement instead of copied, an appended row takes about 2,000 instructions fewer
-/// (`cargo bench -p manifold-store --bench audit_append` under callgrind, docs/benchmarks.md).
+/// The text of an `INSERT` of `rows` rows, a size [`insert_chunk_sizes`] gives. Each text is
+/// written once per process and kept, rather than rebuilt for every statement (256 rows are 2,304
+/// placeholders); with the chain's hashes moved into the statement instead of copied, an appended
+/// row takes about 2,000 instructions fewer (`cargo bench -p manifold-store --bench audit_append`
+/// under callgrind, docs/benchmarks.md).
 fn insert_sql(rows: usize, placeholders: Placeholders) -> &'static str {
-    const SIZES: usize = MAX_INSERT_CHUNK_ROWS.ilog2() as usize + 1;
-    static SQLITE: std::sync::OnceLock<[String; SIZES]> = std::sync::OnceLock::new();
-    static POSTGRES: std::sync::OnceLock<[String; SIZES]> = std::sync::OnceLock::new();
+    static SQLITE: std::sync::OnceLock<[String; INSERT_SIZES]> = std::sync::OnceLock::new();
+    static POSTGRES: std::sync::OnceLock<[String; INSERT_SIZES]> = std::sync::OnceLock::new();
     let cell = match placeholders {
         Placeholders::Sqlite => &SQLITE,
         Placeholders::Postgres => &POSTGRES,
     };
     let texts = cell.get_or_init(|| {
-        std::array::from_fn(|log2| {
+        std::array::from_fn(|slot| {
             let mut sql = String::from(INSERT_HEAD_SQL);
-            for row in 0..1usize << log2 {
+            for row in 0..insert_slot_size(slot) {
                 sql.push_str(if row == 0 { "(" } else { ", (" });
                 for value in 0..INSERT_ROW_VALUES {
                     if value > 0 {
@@ -444,8 +489,9 @@ fn insert_sql(rows: usize, placeholders: Placeholders) -> &'static str {
             sql
         })
     });
-    let log2 = rows.max(1).ilog2() as usize;
-    texts.get(log2).map_or(INSERT_HEAD_SQL, String::as_str)
+    texts
+        .get(insert_size_slot(rows))
+        .map_or(INSERT_HEAD_SQL, String::as_str)
 }
 const ANCHOR_SQL: &str = "SELECT through_seq, pruned_at_ms, pruned_rows, anchor_sha256 FROM audit_prunes ORDER BY through_seq DESC LIMIT 1";
 /// The last row a prune removes: the one before the first row at or after the cutoff (or the
@@ -511,6 +557,7 @@ macro_rules! append_chained {
             chained.push_back((e, prev_sha256, row_sha256));
         }
         let mut inserted = 0;
+        let mut last_seq = None;
         for size in insert_chunk_sizes(chained.len()) {
             let mut insert = sqlx::query(insert_sql(size, $placeholders));
             // The chain's hashes are this append's own, so they are moved into the statement;
@@ -527,11 +574,18 @@ macro_rules! append_chained {
                     .bind(prev_sha256)
                     .bind(row_sha256);
             }
-            inserted += insert.execute(&mut *$tx).await?.rows_affected();
+            let done = insert.execute(&mut *$tx).await?;
+            inserted += done.rows_affected();
+            last_seq = done.last_seq();
         }
-        let last: i64 = sqlx::query_scalar(LAST_SEQ_SQL)
-            .fetch_one(&mut *$tx)
-            .await?;
+        let last: i64 = match last_seq {
+            Some(last) => last,
+            None => {
+                sqlx::query_scalar(LAST_SEQ_SQL)
+                    .fetch_one(&mut *$tx)
+                    .await?
+            }
+        };
         consecutive_seqs(last, inserted)
     }};
 }

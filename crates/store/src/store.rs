@@ -25,6 +25,10 @@ pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SQLITE_READERS: u32 = 4;
 /// PostgreSQL connections per gateway process.
 pub const POSTGRES_CONNECTIONS: u32 = 8;
+/// Prepared statements each connection keeps (sqlx's default is 100): the audit trail's
+/// `INSERT`s alone come in 35 sizes, and every repository's statements share the writer, so a
+/// full cache would re-prepare a large `INSERT` (thousands of placeholders) again and again.
+pub const STATEMENT_CACHE_CAPACITY: usize = 256;
 
 /// The connections, per backend.
 #[derive(Debug, Clone)]
@@ -180,7 +184,8 @@ async fn open_sqlite(
         // FULL: a write acknowledged to a caller survives a power cut, not only a crash.
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(SQLITE_BUSY_TIMEOUT)
-        .foreign_keys(true);
+        .foreign_keys(true)
+        .statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     let writer = SqlitePoolOptions::new()
         .max_connections(1)
         .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -255,7 +260,7 @@ async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, Sto
     let pool = PgPoolOptions::new()
         .max_connections(POSTGRES_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-        .connect_with(options)
+        .connect_with(options.statement_cache_capacity(STATEMENT_CACHE_CAPACITY))
         .await
         .map_err(|e| unavailable(e.to_string()))?;
     if let Err(e) = POSTGRES_MIGRATIONS.run(&pool).await {

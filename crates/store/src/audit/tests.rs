@@ -170,9 +170,10 @@ fn bounds_are_sane() {
 }
 
 #[test]
-fn a_batch_goes_in_few_inserts_of_nine_sizes_at_most() {
-    // Whole chunks of the largest size, then one of each power of two the rest needs.
-    let most_inserts = |rows: usize| rows / MAX_INSERT_CHUNK_ROWS + 8;
+fn a_batch_goes_in_few_inserts_of_few_sizes() {
+    // A small batch is one insert; a larger one whole chunks of the largest size, then powers of
+    // two down to 32, then one insert of the rest.
+    let most_inserts = |rows: usize| rows / MAX_INSERT_CHUNK_ROWS + 4;
     let mut sizes_seen = std::collections::BTreeSet::new();
     for rows in 0..=MAX_AUDIT_BATCH {
         let sizes: Vec<usize> = insert_chunk_sizes(rows).collect();
@@ -183,21 +184,39 @@ fn a_batch_goes_in_few_inserts_of_nine_sizes_at_most() {
             "{rows} rows took {} inserts",
             sizes.len()
         );
+        if (1..=MAX_EXACT_INSERT_ROWS).contains(&rows) {
+            assert_eq!(sizes, [rows]);
+        }
         sizes_seen.extend(sizes);
     }
-    assert_eq!(
-        sizes_seen.into_iter().collect::<Vec<_>>(),
-        [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    );
+    let expected: Vec<usize> = (1..=MAX_EXACT_INSERT_ROWS).chain([64, 128, 256]).collect();
+    assert_eq!(sizes_seen.into_iter().collect::<Vec<_>>(), expected);
+    assert_eq!(expected.len(), INSERT_SIZES);
     assert_eq!(
         insert_chunk_sizes(240).collect::<Vec<_>>(),
         [128, 64, 32, 16]
     );
+    assert_eq!(insert_chunk_sizes(24).collect::<Vec<_>>(), [24]);
+    assert_eq!(insert_chunk_sizes(40).collect::<Vec<_>>(), [32, 8]);
+}
+
+#[test]
+fn every_insert_size_has_a_slot_of_its_own() {
+    let slots: Vec<usize> = (0..INSERT_SIZES).collect();
+    let sizes: Vec<usize> = slots.iter().map(|&slot| insert_slot_size(slot)).collect();
+    assert_eq!(
+        sizes
+            .iter()
+            .map(|&size| insert_size_slot(size))
+            .collect::<Vec<_>>(),
+        slots
+    );
+    assert_eq!(sizes.last(), Some(&MAX_INSERT_CHUNK_ROWS));
 }
 
 #[test]
 fn each_insert_text_has_one_tuple_of_nine_placeholders_per_row() {
-    for size in (0..=MAX_INSERT_CHUNK_ROWS.ilog2()).map(|log2| 1usize << log2) {
+    for size in (0..INSERT_SIZES).map(insert_slot_size) {
         let sqlite = insert_sql(size, Placeholders::Sqlite);
         assert!(sqlite.starts_with(INSERT_HEAD_SQL));
         assert_eq!(sqlite.matches('(').count(), size + 1, "{size} rows");
