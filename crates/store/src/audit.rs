@@ -393,6 +393,9 @@ const MAX_EXACT_INSERT_ROWS: usize = 32;
 /// The `INSERT` texts there are: one per size up to [`MAX_EXACT_INSERT_ROWS`], then 64, 128, 256.
 const INSERT_SIZES: usize = MAX_EXACT_INSERT_ROWS
     + (MAX_INSERT_CHUNK_ROWS.ilog2() - MAX_EXACT_INSERT_ROWS.ilog2()) as usize;
+// The audit INSERTs share the SQLite writer's statement cache with every other repository's
+// statements; they take at most half of it, or a full cache would prepare them again and again.
+const _: () = assert!(INSERT_SIZES * 2 <= crate::store::STATEMENT_CACHE_CAPACITY);
 
 /// The row counts of the `INSERT`s a batch of `rows` goes in: up to [`MAX_EXACT_INSERT_ROWS`]
 /// rows, one `INSERT` of them all; above, the largest power of two that fits (at most
@@ -459,7 +462,7 @@ impl Placeholders {
 /// The text of an `INSERT` of `rows` rows, a size [`insert_chunk_sizes`] gives. Each text is
 /// written once per process and kept, rather than rebuilt for every statement (256 rows are 2,304
 /// placeholders); with the chain's hashes moved into the statement instead of copied, an appended
-/// row takes about 2,000 instructions fewer (`cargo bench -p manifold-store --bench audit_append`
+/// row takes about 2,000 instructions fewer (`cargo bench -p manifold-audit --bench audit_append`
 /// under callgrind, docs/benchmarks.md).
 fn insert_sql(rows: usize, placeholders: Placeholders) -> &'static str {
     static SQLITE: std::sync::OnceLock<[String; INSERT_SIZES]> = std::sync::OnceLock::new();

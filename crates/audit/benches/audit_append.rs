@@ -1,9 +1,9 @@
-//! What one audit row costs the store alone: SQLite in a temporary data dir, rows shaped as the
-//! gateway writes them for a forwarded call, appended in full batches as the audit writer does.
+//! What one audit row costs the store alone: SQLite in a temporary data dir, the rows the audit
+//! writer makes (`audit_entry`) of a forwarded call's facts, appended in batches as it does.
 //! The end-to-end figure (`manifold-bench --only audit`) mixes this with the request path and
 //! the machine's noise; this one isolates the part no change to the request path can reach.
 //!
-//! `cargo bench -p manifold-store --bench audit_append [-- --batches N --rounds R --rows N]`
+//! `cargo bench -p manifold-audit --bench audit_append [-- --batches N --rounds R --rows N]`
 //!
 //! `--rows` sets the rows per batch: 512 ([`MAX_AUDIT_BATCH`]) is what best effort writes under
 //! load; `required` mode commits as soon as rows wait, in batches of about 15-25 at 64 clients.
@@ -14,6 +14,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use manifold_audit::audit_entry;
 use manifold_store::{AuditEntry, MAX_AUDIT_BATCH, SQLITE_FILE_NAME, Store, StoreLocation};
 use manifold_telemetry::audit::{AuditFacts, AuditOutcome};
 use nix::sys::resource::{UsageWho, getrusage};
@@ -90,19 +91,6 @@ fn facts(n: u64, at_ms: i64) -> AuditFacts {
     }
 }
 
-/// The row the audit writer makes of `facts` (`manifold_audit::writer`).
-fn entry(facts: &AuditFacts) -> AuditEntry {
-    AuditEntry {
-        at_ms: facts.at_ms,
-        call_id: facts.call_id.clone(),
-        principal: facts.principal.clone(),
-        server: facts.server.clone(),
-        target: facts.target.clone(),
-        outcome: facts.outcome().as_str().to_owned(),
-        record_json: facts.record_json(),
-    }
-}
-
 fn cpu_time() -> Result<Duration, String> {
     let usage = getrusage(UsageWho::RUSAGE_SELF).map_err(|e| format!("getrusage failed: {e}"))?;
     let micros = |t: nix::sys::time::TimeVal| {
@@ -129,7 +117,7 @@ async fn run(settings: &Settings) -> Result<(), String> {
             .map(|_| {
                 next += 1;
                 at_ms += 1;
-                entry(&facts(next, at_ms))
+                audit_entry(facts(next, at_ms))
             })
             .collect::<Vec<_>>()
     };
