@@ -3,7 +3,8 @@
 //! workspace is refused sandboxed while the same server unsandboxed reads it. With the probe's
 //! answer forced weaker (`MANIFOLD_SANDBOX_FORCE_PROBE`, a debug build), the fallback tier shows
 //! in `manifold_health`, `/metrics` and `/readyz`, and a server that requires namespaces is
-//! refused with the kernel's answer.
+//! refused with the kernel's answer. Under the default profile, npm bin links run as configured,
+//! and a server that dies on a path the sandbox hides says so in its health.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -748,4 +749,96 @@ fn the_default_profile_lets_a_server_write_the_dir_its_command_line_names() {
         (&serde_json::json!("default"), &serde_json::json!(false)),
         "{h}"
     );
+}
+
+/// npm's bin links as a user configures them after `npm install`, under the default profile:
+/// `node_modules/.bin/NAME` itself, and a link to it from outside the tree (`~/bin/NAME`, say).
+/// Node finds the package's imports from the script's real path, so both need the whole tree
+/// visible and the links kept as links; both servers list their tools and answer.
+#[test]
+fn npm_bin_links_run_under_the_default_profile_from_inside_and_outside_the_tree() {
+    let dir = scratch("sandboxed-bin-links");
+    let bin = manifold_testkit::peers_dir()
+        .unwrap()
+        .join("node_modules/.bin");
+    let memory = bin.join("mcp-server-memory");
+    let outside = dir.join("bin/everything");
+    std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(bin.join("mcp-server-everything"), &outside).unwrap();
+    // The scripts' `#!/usr/bin/env node` finds the pinned node first.
+    let node = manifold_testkit::node().unwrap();
+    let path = format!("{}:/usr/bin:/bin", path_str(node.parent().unwrap()));
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.memory]\ncommand = \"{memory}\"\n\
+         env = {{ PATH = \"{path}\", MEMORY_FILE_PATH = \"/workspace/memory.jsonl\" }}\n\n\
+         [servers.everything]\ncommand = \"{outside}\"\nargs = [\"stdio\"]\n\
+         env = {{ PATH = \"{path}\" }}\n",
+        data = path_str(&dir.join("data")),
+        memory = path_str(&memory),
+        outside = path_str(&outside),
+    );
+    let s = serve(&dir, &config);
+    for name in ["memory", "everything"] {
+        // Health names the cause when one never comes up.
+        let h = health_when(s.url(), name, &["up"]);
+        assert_eq!(upstream(&h, name)["sandbox"]["profile"], "default", "{h}");
+    }
+    let (code, out, err) = client(&["call", s.url(), "memory__read_graph"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("entities"), "{out}");
+    let (code, out, err) = client(&[
+        "call",
+        s.url(),
+        "everything__echo",
+        "--arg",
+        "message=through a bin link",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("through a bin link"), "{out}");
+}
+
+/// A server that dies at start because the sandbox hides a path it imports from: health names
+/// the error line of its stderr (not its last line) and says what to do. The same server with
+/// the path listed in `read_only` comes up.
+#[test]
+fn a_server_that_cannot_find_a_hidden_path_is_told_apart_and_read_only_fixes_it() {
+    let dir = scratch("sandboxed-hidden-import");
+    let (scripts, _) = reader_script(&dir);
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("reader_lib.py"), READER_SERVER).unwrap();
+    let main = scripts.join("main.py");
+    std::fs::write(
+        &main,
+        format!(
+            "import sys\nsys.path.insert(0, {lib:?})\nimport reader_lib\n",
+            lib = path_str(&lib)
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.hidden]\ncommand = \"python3\"\nargs = [\"-u\", \"{main}\"]\n\n\
+         [servers.listed]\ncommand = \"python3\"\nargs = [\"-u\", \"{main}\"]\n\
+         [servers.listed.sandbox]\nread_only = [\"{lib}\"]\n",
+        data = path_str(&dir.join("data")),
+        main = path_str(&main),
+        lib = path_str(&lib),
+    );
+    let s = serve(&dir, &config);
+    health_when(s.url(), "listed", &["up"]);
+    let h = health_when(s.url(), "hidden", &["down", "crash-loop"]);
+    let error = upstream(&h, "hidden")["lastError"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for part in [
+        "its stderr said: ModuleNotFoundError: No module named 'reader_lib'",
+        "it runs sandboxed",
+        "manifold doctor",
+        "[servers.hidden.sandbox] read_only",
+    ] {
+        assert!(error.contains(part), "{part:?} missing from {error}");
+    }
 }

@@ -1,9 +1,10 @@
 //! The one rule for which host paths a sandboxed command needs to see without the user listing
-//! them: its resolved executable (every symlink hop and the final target), the install prefix of
-//! each (a venv, a node or pyenv install: the parent of its `bin/`), the interpreter a `#!` line
-//! names, the script or package tree an interpreter is given, and every argument that is an
-//! existing absolute host path. All of them are exposed read-only; the minimal root already holds
-//! the system dirs, so paths under them are left out.
+//! them: its resolved executable (every symlink hop and the final target, and the `node_modules`
+//! tree that target lies in), the install prefix of each (a venv, a node or pyenv install: the
+//! parent of its `bin/`), the interpreter a `#!` line names, the script or package tree an
+//! interpreter is given, and every argument that is an existing absolute host path. All of them
+//! are exposed read-only; the minimal root already holds the system dirs, so paths under them are
+//! left out.
 //!
 //! Kept apart from the launcher so the gateway can compute it (on the host, before the child
 //! exists) and so it is one function with its own tests rather than rules spread over callers.
@@ -48,6 +49,11 @@ pub fn exposed_paths<S: AsRef<OsStr>>(program: &str, args: &[S], lookup: &Lookup
     let resolved = resolve_program(program, lookup);
     if let Some(exe) = &resolved {
         expose_executable(exe, lookup, 0, &mut found);
+        // An npm bin link (`node_modules/.bin/NAME`, or a link to a package's script from
+        // anywhere) runs a script that imports its package's siblings: the tree holds them.
+        if let Some(tree) = final_target(exe).as_deref().and_then(node_modules_tree) {
+            found.push(tree);
+        }
     }
     let runs_script = resolved
         .as_deref()
@@ -264,17 +270,21 @@ fn install_prefix(exe: &Path, lookup: &Lookup) -> Option<PathBuf> {
 /// package imports its siblings), else its own dir, else (that dir too wide) the file alone.
 fn script_tree(script: &Path, lookup: &Lookup) -> PathBuf {
     let script = normalise(script);
-    let outermost = script
-        .ancestors()
-        .filter(|a| a.file_name() == Some(OsStr::new("node_modules")))
-        .last();
-    if let Some(tree) = outermost {
-        return tree.to_path_buf();
+    if let Some(tree) = node_modules_tree(&script) {
+        return tree;
     }
     match script.parent() {
         Some(dir) if script.is_file() && !too_wide(dir, lookup) => dir.to_path_buf(),
         _ => script,
     }
+}
+
+/// The outermost `node_modules` dir above `path`, if any.
+fn node_modules_tree(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .filter(|a| a.file_name() == Some(OsStr::new("node_modules")))
+        .last()
+        .map(Path::to_path_buf)
 }
 
 /// `/`, a system dir, the home dir or one of its ancestors: never exposed as a whole.

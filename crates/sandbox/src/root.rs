@@ -1,5 +1,6 @@
 //! Builds the server's minimal root inside its new mount namespace: a read-only tmpfs holding
-//! read-only binds of the system dirs, a few /etc files and `read_only` paths, rw binds of workspace,
+//! read-only binds of the system dirs, a few /etc files and `read_only` paths (a listed symlink
+//! whose target is shown anyway stays a symlink), rw binds of workspace,
 //! output and home, a tmpfs /tmp, a small /dev and a fresh /proc; then pivot_root into it and detach
 //! the host's root. A root launcher clones each source's mount tree (`open_tree`) before it gives
 //! up its uid and attaches the clones inside (`move_mount`), so the server's uid (nobody) never
@@ -65,6 +66,9 @@ pub struct Bind {
 pub struct RootPlan {
     binds: Vec<Bind>,
     symlinks: Vec<(PathBuf, PathBuf)>,
+    /// `read_only` paths that are symlinks to something else the root shows, made as links
+    /// (link, real target) once the binds are in place.
+    listed_links: Vec<(PathBuf, PathBuf)>,
     tmp_size: u64,
 }
 
@@ -74,6 +78,7 @@ impl RootPlan {
         let mut plan = RootPlan {
             binds: Vec::new(),
             symlinks: Vec::new(),
+            listed_links: Vec::new(),
             tmp_size: spec.tmp_size,
         };
         for dir in SYSTEM_DIRS {
@@ -98,8 +103,16 @@ impl RootPlan {
             .chain(spec.read_write.iter().map(|p| (p, true)))
             .collect();
         listed.sort_by_key(|(p, _)| p.components().count());
+        // What the listed paths that are not links show inside, at their own paths.
+        let shown: Vec<PathBuf> = (listed.iter())
+            .filter(|(p, _)| std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_symlink()))
+            .map(|(p, _)| (*p).clone())
+            .collect();
         for (path, writable) in listed {
-            plan.add(path, path, writable)?;
+            match (!writable).then(|| link_to_shown(path, &shown)).flatten() {
+                Some(target) => plan.listed_links.push((path.clone(), target)),
+                None => plan.add(path, path, writable)?,
+            }
         }
         plan.add(&spec.workspace, Path::new(WORKSPACE), true)?;
         plan.add(&spec.output, Path::new(OUTPUT), true)?;
@@ -195,6 +208,9 @@ impl RootPlan {
         for bind in &self.binds {
             bind_into(new, bind)?;
         }
+        for (link, target) in &self.listed_links {
+            link_into(new, link, target)?;
+        }
         make_dir(&new.join("proc"))?;
         let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
         mount(
@@ -215,6 +231,37 @@ impl RootPlan {
         nix::unistd::chdir("/").map_err(|e| fail("chdir /", e))?;
         Ok(())
     }
+}
+
+/// The real target of `path` when `path` is a symlink and the root shows that target anyway
+/// (inside a system dir, or inside or at a listed path that is not a link). Such a link is made
+/// as a link, not bound as a copy of its target: a runtime that finds its entry point's siblings
+/// from its real path (node, for an npm bin link) then finds them inside as it does outside.
+fn link_to_shown(path: &Path, shown: &[PathBuf]) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_symlink() {
+        return None;
+    }
+    let target = std::fs::canonicalize(path).ok()?;
+    let in_system_dir = target
+        .components()
+        .nth(1)
+        .is_some_and(|first| SYSTEM_DIRS.iter().any(|d| first.as_os_str() == *d));
+    let in_listed = shown.iter().any(|shown| target.starts_with(shown));
+    (in_system_dir || in_listed).then_some(target)
+}
+
+/// Makes `link` (a host path) inside the new root point at `target`; where something is there
+/// already (the link lies inside a listed dir, which shows it as it is), leaves that.
+fn link_into(new: &Path, link: &Path, target: &Path) -> Result<(), String> {
+    let at = inside(new, link);
+    if std::fs::symlink_metadata(&at).is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = at.parent() {
+        make_dir(parent)?;
+    }
+    symlink(target, &at).map_err(|e| format!("symlink {}: {e}", link.display()))
 }
 
 fn inside(new: &Path, path: &Path) -> PathBuf {

@@ -251,3 +251,36 @@ fn expose_command_leaves_out_what_read_only_or_read_write_already_covers() {
     );
     assert!(exposure.read_only.is_empty(), "{exposure:?}");
 }
+
+#[test]
+fn an_npm_bin_link_exposes_the_node_modules_tree_its_script_lies_in() {
+    let t = tempfile::tempdir().unwrap();
+    let node = t.path().join("node-v22/bin/node");
+    write_exe(&node, "\x7fELF");
+    std::fs::create_dir_all(t.path().join("node-v22/lib")).unwrap();
+    let modules = t.path().join("project/node_modules");
+    let script = modules.join("@scope/server/dist/index.js");
+    write_exe(&script, "#!/usr/bin/env node\nimport '@scope/sdk';\n");
+    let bin_link = modules.join(".bin/server");
+    std::fs::create_dir_all(bin_link.parent().unwrap()).unwrap();
+    symlink("../@scope/server/dist/index.js", &bin_link).unwrap();
+    let home = t.path().join("home");
+    // Run by its bin link's path: the package imports its siblings (`@scope/sdk`), so the whole
+    // tree is visible, the link stays a link inside it, and node comes from its install.
+    let found = exposed_paths::<&str>(
+        bin_link.to_str().unwrap(),
+        &[],
+        &lookup(&[node.parent().unwrap()], &home),
+    );
+    assert_eq!(found, vec![t.path().join("node-v22"), modules.clone()]);
+    // A link from outside the tree exposes the link and the tree.
+    let outside = t.path().join("tools/server");
+    std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
+    symlink(&bin_link, &outside).unwrap();
+    let found = exposed_paths::<&str>(
+        "server",
+        &[],
+        &lookup(&[outside.parent().unwrap(), node.parent().unwrap()], &home),
+    );
+    assert_eq!(found, vec![outside, t.path().join("node-v22"), modules]);
+}

@@ -7,6 +7,7 @@
 pub mod http;
 pub mod inbound;
 pub mod openapi;
+pub mod stderr_cause;
 pub mod stdio;
 
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use manifold_sandbox::{SandboxError, State};
+use manifold_sandbox::{Control, SandboxError, State};
 use manifold_wire::line::{DEFAULT_MAX_LINE, Frame, LineFramer, encode_line};
 use manifold_wire::{FaultKind, Id, Message, Revision};
 use nix::sys::signal::{Signal, killpg};
@@ -27,7 +27,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Inbound, InboundRx, InboundTx, Transport, inbound_channel};
+use super::{Inbound, InboundRx, InboundTx, Transport, inbound_channel, stderr_cause};
 use crate::connection::lock;
 use crate::error::UpstreamError;
 
@@ -616,19 +616,30 @@ impl StdioTransport {
                 None => None,
             }
         };
-        let last = self
-            .stderr_tail()
-            .into_iter()
-            .rev()
-            .find(|l| !l.trim().is_empty());
+        let tail = self.stderr_tail();
         let mut out = match status {
             Some(s) => format!("the server process exited ({s})"),
             None => "the server closed its stdout".to_owned(),
         };
-        if let Some(l) = last {
+        let Some(line) = stderr_cause::telling_line(&tail) else {
+            return out;
+        };
+        out.push_str(&format!(
+            "; its stderr said: {}",
+            crate::connection::truncate(line)
+        ));
+        let hides_paths = self.sandbox.as_ref().is_some_and(|report| {
+            matches!(
+                report.state(Control::Filesystem),
+                State::Enforced | State::Partial
+            )
+        });
+        if hides_paths && stderr_cause::names_a_refused_path(line) {
             out.push_str(&format!(
-                "; its last stderr line: {}",
-                crate::connection::truncate(l.trim())
+                " (it runs sandboxed, where a path it needs may be hidden or read-only: `manifold \
+                 doctor` shows what it gets; list the path in [servers.{}.sandbox] read_only or \
+                 read_write)",
+                self.server
             ));
         }
         out
