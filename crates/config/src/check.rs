@@ -13,8 +13,9 @@ pub fn check(path: impl AsRef<Path>) -> Result<String, ConfigErrors> {
     Config::load(path).map(|c| check_report(&c))
 }
 
-/// The summary of a loaded configuration. It names servers but never prints URLs, commands or
-/// any other value that might carry a secret.
+/// The summary of a loaded configuration. It names servers but never prints URLs, arguments or
+/// any other value that might carry a secret; a stdio server's program is named only when it
+/// cannot be found.
 pub fn check_report(config: &Config) -> String {
     let g = &config.gateway;
     let mut out = format!("{}: ok\n", config.origin);
@@ -120,6 +121,15 @@ fn notes(config: &Config) -> Vec<String> {
         notes.push("allowed_origins contains \"*\": any web page this machine's browser opens can call Manifold".to_owned());
     }
     for s in config.enabled_servers() {
+        // Only the program, never its arguments: they may carry secrets.
+        if let ServerKind::Stdio { spec, .. } = &s.kind
+            && let Some(why) = spec.missing_program()
+        {
+            notes.push(format!(
+                "servers.{}: {why}, so it cannot start; install it, or write its full path as command",
+                s.name
+            ));
+        }
         if let ServerKind::Http { spec, .. } = &s.kind
             && spec.allow_insecure_http
             && spec.url.starts_with("http://")

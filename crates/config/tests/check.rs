@@ -11,23 +11,30 @@ fn env() -> FixedEnvironment {
 
 #[test]
 fn the_report_summarises_without_values() {
+    // The programs are found on the PATH the servers get, so no note is added for them.
+    let bin = programs_dir("summary", &["uvx", "npx"]);
     let config = Config::from_str_with(
-        r#"
+        &format!(
+            r#"
 [servers.git]
 command = "uvx"
-args = ["mcp-server-git", "--token", "${TOKEN}"]
+args = ["mcp-server-git", "--token", "${{TOKEN}}"]
+env = {{ PATH = "{bin}" }}
 
 [servers.memory]
 command = "npx"
+env = {{ PATH = "{bin}" }}
 
 [servers.remote]
 url = "https://SEKRIT.example.com/mcp"
-headers = { Authorization = "Bearer ${TOKEN}" }
+headers = {{ Authorization = "Bearer ${{TOKEN}}" }}
 
 [servers.old]
 command = "old"
 enabled = false
 "#,
+            bin = bin.display()
+        ),
         "manifold.toml",
         None,
         &env(),
@@ -80,6 +87,70 @@ note: listening on 0.0.0.0:7391 accepts connections from other machines; allowed
 note: allowed_origins contains \"*\": any web page this machine's browser opens can call Manifold
 note: servers.lan uses plain http:// (allow_insecure_http = true)
 "
+    );
+}
+
+/// A fresh dir holding an executable file for each of `names`.
+fn programs_dir(label: &str, names: &[&str]) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!(
+        "manifold-config-programs-{label}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in names {
+        let program = dir.join(name);
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_program_that_cannot_be_found_is_noted_by_name_without_its_arguments() {
+    let bin = programs_dir("missing", &["npx"]);
+    let config = Config::from_str_with(
+        &format!(
+            r#"
+[servers.time]
+command = "uvx"
+args = ["mcp-server-time", "--token", "${{TOKEN}}"]
+env = {{ PATH = "{bin}" }}
+
+[servers.found]
+command = "npx"
+env = {{ PATH = "{bin}" }}
+
+[servers.local]
+command = "./no-such-server"
+args = ["${{TOKEN}}"]
+cwd = "{bin}"
+"#,
+            bin = bin.display()
+        ),
+        "m.toml",
+        None,
+        &env(),
+    )
+    .unwrap();
+    let report = check_report(&config);
+    let notes: Vec<&str> = report.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(
+        notes,
+        [
+            format!(
+                "note: servers.local: \"./no-such-server\" does not exist (relative to {}), so it cannot start; install it, or write its full path as command",
+                bin.display()
+            ),
+            format!(
+                "note: servers.time: \"uvx\" is not an executable file in any dir of the PATH it gets ({}), so it cannot start; install it, or write its full path as command",
+                bin.display()
+            ),
+        ]
+    );
+    assert!(
+        !report.contains("SEKRIT") && !report.contains("--token"),
+        "{report}"
     );
 }
 

@@ -842,3 +842,29 @@ fn a_server_that_cannot_find_a_hidden_path_is_told_apart_and_read_only_fixes_it(
         assert!(error.contains(part), "{part:?} missing from {error}");
     }
 }
+
+/// A sandboxed server whose program is not on its PATH is not handed to the launcher (whose
+/// failed exec would read as a sandbox that could not be built, and the default profile would
+/// then try it unsandboxed): health names the program and the PATH searched.
+#[test]
+fn a_missing_program_is_named_with_the_path_searched_and_never_run_unsandboxed() {
+    let dir = scratch("sandboxed-missing-program");
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.gone]\ncommand = \"no-such-mcp-server\"\nenv = {{ PATH = \"/usr/bin:/bin\" }}\n",
+        data = path_str(&dir.join("data")),
+    );
+    let s = serve(&dir, &config);
+    let h = health_when(s.url(), "gone", &["down", "crash-loop"]);
+    let error = upstream(&h, "gone")["lastError"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.contains(
+            "\"no-such-mcp-server\" is not an executable file in any dir of the PATH it gets (/usr/bin:/bin)"
+        ),
+        "{error}"
+    );
+    assert!(!s.log().contains("runs unsandboxed"), "{}", s.log());
+}

@@ -46,7 +46,7 @@ pub struct Lookup {
 /// the sandbox they resolve against `/workspace`.
 pub fn exposed_paths<S: AsRef<OsStr>>(program: &str, args: &[S], lookup: &Lookup) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let resolved = resolve_program(program, lookup);
+    let resolved = find_program(program, lookup);
     if let Some(exe) = &resolved {
         expose_executable(exe, lookup, 0, &mut found);
         // An npm bin link (`node_modules/.bin/NAME`, or a link to a package's script from
@@ -182,7 +182,9 @@ pub fn expose_command<S: AsRef<OsStr>>(
     exposure
 }
 
-fn resolve_program(program: &str, lookup: &Lookup) -> Option<PathBuf> {
+/// Where `program` is found as the launcher will run it: relative to `lookup.cwd` when it has a
+/// slash, else the first executable file of that name on `lookup.path`.
+pub fn find_program(program: &str, lookup: &Lookup) -> Option<PathBuf> {
     if program.contains('/') {
         let path = lookup.cwd.join(program);
         return path.exists().then_some(path);
@@ -240,7 +242,7 @@ fn shebang(path: &Path, lookup: &Lookup) -> Option<PathBuf> {
     let interpreter = words.next()?;
     if Path::new(interpreter).file_name() == Some(OsStr::new("env")) {
         let name = words.find(|w| !w.starts_with('-'))?;
-        return resolve_program(name, lookup);
+        return find_program(name, lookup);
     }
     Some(PathBuf::from(interpreter))
 }

@@ -16,8 +16,8 @@ mod sys;
 pub use command::{LAUNCHER_NAME, MAX_REPORT_BYTES, Sandboxed, SandboxedCommand, default_launcher};
 pub use error::SandboxError;
 pub use exposure::{
-    Exposure, Lookup, blocked_for, expose_command, exposed_paths, launcher_clones_trees,
-    unwritable_for,
+    Exposure, Lookup, blocked_for, expose_command, exposed_paths, find_program,
+    launcher_clones_trees, unwritable_for,
 };
 pub use probe::{FORCE_PROBE_ENV, ForcedProbe, HostProbe, probe};
 pub use spec::{Control, Enforcement, Network, Report, SandboxSpec, State};

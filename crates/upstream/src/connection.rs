@@ -470,6 +470,11 @@ impl Inner {
         Arc::clone(&self.handler)
     }
 
+    /// Whether `id` is one this connection sent a request under (ids are issued in order).
+    fn issued(&self, id: &Id) -> bool {
+        matches!(id, Id::Num(n) if *n >= 1 && *n < self.next_id.load(Ordering::Relaxed))
+    }
+
     /// Removes a call without settling it (its caller is gone or never saw it).
     fn forget(&self, id: &Id) -> Option<Pending> {
         let mut t = lock(&self.tables);
@@ -749,7 +754,14 @@ fn route_message(inner: &Arc<Inner>, message: Message, related: Option<Id>) {
             };
             if !inner.settle(&id, Ok(message)) {
                 inner.stats.stray_responses.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(server = %inner.server, id = %id, "the server answered a request that is not pending (unknown, duplicate or already settled); ignored");
+                if inner.issued(&id) {
+                    // The specification lets an answer cross a cancellation, and a server slow to
+                    // start answers a probe that timed out (`server/discover` to a legacy server
+                    // behind `npx`): nothing is wrong, so no warning.
+                    tracing::debug!(server = %inner.server, id = %id, "the server answered a request already settled (timed out or cancelled) or answered it twice; ignored");
+                } else {
+                    tracing::warn!(server = %inner.server, id = %id, "the server answered a request that was never sent (an id this connection did not issue); ignored");
+                }
             }
         }
         Kind::Notification => route_notification(inner, message, related),

@@ -77,6 +77,48 @@ pub struct StdioSpec {
     pub sandbox: StdioSandbox,
 }
 
+impl StdioSpec {
+    /// How the child's program is looked up: on the PATH it gets (its `env`'s, else the
+    /// gateway's), relative paths against `cwd` (else the gateway's directory).
+    pub fn lookup(&self) -> manifold_sandbox::Lookup {
+        let path = (self.env.iter().rev())
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("PATH").ok());
+        manifold_sandbox::Lookup {
+            path,
+            cwd: self
+                .cwd
+                .clone()
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_else(|| PathBuf::from("/")),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+
+    /// Why the program cannot be started, when it cannot be found or is no executable file:
+    /// `"uvx" is not on the PATH it gets (/usr/bin:/bin)`.
+    pub fn missing_program(&self) -> Option<String> {
+        let lookup = self.lookup();
+        if manifold_sandbox::find_program(&self.command, &lookup).is_some() {
+            return None;
+        }
+        Some(if self.command.contains('/') {
+            format!(
+                "{:?} does not exist (relative to {})",
+                self.command,
+                lookup.cwd.display()
+            )
+        } else {
+            format!(
+                "{:?} is not an executable file in any dir of the PATH it gets ({})",
+                self.command,
+                lookup.path.as_deref().unwrap_or("no PATH")
+            )
+        })
+    }
+}
+
 /// A stdio server's sandbox choice.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum StdioSandbox {
@@ -167,6 +209,16 @@ pub fn spawn(
                 reason: format!("{}: {e}", spec.command),
             })
     };
+    // A sandbox cannot be built around a program that is not there; saying so plainly beats
+    // the launcher's failed exec (and the default profile's fallback to running unsandboxed).
+    if matches!(spec.sandbox, StdioSandbox::On(_) | StdioSandbox::Default(_))
+        && let Some(why) = spec.missing_program()
+    {
+        return Err(UpstreamError::Spawn {
+            server: server.to_owned(),
+            reason: why,
+        });
+    }
     let (mut child, cgroup, report) = match &spec.sandbox {
         StdioSandbox::On(sandbox) => {
             spawn_sandboxed(server, spec, sandbox, &mut egress).map_err(|e| e.into_error(server))?
@@ -310,24 +362,8 @@ fn with_exposure(
     spec: &StdioSpec,
     sandbox: &manifold_sandbox::SandboxSpec,
 ) -> manifold_sandbox::SandboxSpec {
-    let from_env = |name: &str| {
-        spec.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
-    };
-    let lookup = manifold_sandbox::Lookup {
-        path: from_env("PATH"),
-        cwd: spec
-            .cwd
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("/")),
-        home: std::env::var_os("HOME").map(PathBuf::from),
-    };
-    let exposure = manifold_sandbox::expose_command(sandbox, &spec.command, &spec.args, &lookup);
+    let exposure =
+        manifold_sandbox::expose_command(sandbox, &spec.command, &spec.args, &spec.lookup());
     for (path, dir) in &exposure.unreachable {
         tracing::warn!(
             server,
