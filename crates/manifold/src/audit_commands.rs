@@ -157,7 +157,7 @@ pub async fn run(action: &AuditAction) -> Result<Outcome, CliError> {
             filter,
             limit,
             json,
-        } => search(&store, &filter, limit, json).await,
+        } => search(&store, &config, &filter, limit, json).await,
         Job::Export { since_ms, until_ms } => export(&store, since_ms, until_ms).await,
     };
     key_store::close(store).await;
@@ -488,15 +488,30 @@ async fn tail(store: &Store, rows: u32, follow: bool, json: bool) -> Result<Outc
 
 async fn search(
     store: &Store,
+    config: &Config,
     filter: &AuditFilter,
     limit: u32,
     json: bool,
 ) -> Result<Outcome, CliError> {
-    let rows = store
-        .audit()
-        .search(filter, limit)
-        .await
-        .map_err(|e| store_failed(store, &e))?;
+    let mut rows = search_rows(store, filter, limit).await?;
+    // A name as clients see it: the trail has what the server was asked.
+    let clients_name = (filter.target.as_deref())
+        .and_then(|target| clients_names::server_and_name(target, config))
+        .filter(|(server, _)| filter.server.as_ref().is_none_or(|s| s == server));
+    if rows.is_empty()
+        && let Some((server, name)) = clients_name
+    {
+        let given = filter.target.as_deref().unwrap_or_default();
+        eprintln!(
+            "{given} is {server:?}'s {name:?} as clients see it; the trail names what the server was asked, so showing --server {server} --tool {name}"
+        );
+        let filter = AuditFilter {
+            server: Some(server),
+            target: Some(name),
+            ..filter.clone()
+        };
+        rows = search_rows(store, &filter, limit).await?;
+    }
     if rows.is_empty() {
         eprintln!("no audit rows in {} match", store.location().shown());
         return Ok(Outcome::Success);
@@ -522,6 +537,14 @@ async fn search(
         );
     }
     Ok(Outcome::Success)
+}
+
+async fn search_rows(
+    store: &Store,
+    filter: &AuditFilter,
+    limit: u32,
+) -> Result<Vec<AuditRow>, CliError> {
+    (store.audit().search(filter, limit).await).map_err(|e| store_failed(store, &e))
 }
 
 /// One row as a JSON line: its record, with its `seq` added.
@@ -760,5 +783,6 @@ impl ExportSummary {
     }
 }
 
+mod clients_names;
 #[cfg(test)]
 mod tests;

@@ -373,6 +373,53 @@ async fn search_filters_by_caller_tool_server_outcome_and_time() {
 }
 
 #[tokio::test]
+async fn search_by_a_name_as_clients_see_it_finds_what_the_server_was_asked() {
+    let trail = Trail::sqlite("clients-names");
+    let mut config = std::fs::read_to_string(&trail.config).unwrap();
+    config.push_str(
+        "\n[servers.fs]\ncommand = \"fs-server\"\n\n[servers.git]\ncommand = \"git-server\"\nprefix = \"g\"\n",
+    );
+    std::fs::write(&trail.config, config).unwrap();
+    let now = now_ms();
+    trail
+        .append(&[
+            call(now - 3000, "c1", "alice", "fs", "read", "ok"),
+            call(now - 2000, "c2", "alice", "git", "read", "ok"),
+            call(now - 1000, "c3", "alice", "fs", "file:///notes/a.md", "ok"),
+        ])
+        .await;
+    let search = |args: &[&str]| {
+        let mut all = vec!["search", "--json"];
+        all.extend_from_slice(args);
+        let out = trail.run(&all);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let ids: Vec<String> = json_lines(&stdout_of(&out))
+            .iter()
+            .map(|r| r["call_id"].as_str().unwrap().to_owned())
+            .collect();
+        (ids, stderr_of(&out))
+    };
+    let (ids, note) = search(&["--tool", "fs__read"]);
+    assert_eq!(ids, ["c1"]);
+    assert!(
+        note.contains("fs__read is \"fs\"'s \"read\" as clients see it")
+            && note.contains("--server fs --tool read"),
+        "{note}"
+    );
+    assert_eq!(search(&["--tool", "g__read"]).0, ["c2"]);
+    assert_eq!(search(&["--tool", "fs+file:///notes/a.md"]).0, ["c3"]);
+    // The name as the server knows it matches as it is, with no note.
+    let (ids, note) = search(&["--tool", "read"]);
+    assert_eq!(
+        (ids, note.as_str()),
+        (vec!["c2".to_owned(), "c1".to_owned()], "")
+    );
+    // A --server that disagrees with the prefix is kept: nothing matches.
+    let (ids, note) = search(&["--tool", "fs__read", "--server", "git"]);
+    assert!(ids.is_empty() && note.contains("no audit rows"), "{note}");
+}
+
+#[tokio::test]
 async fn search_pages_on_with_before_the_smallest_seq_it_showed() {
     let trail = Trail::sqlite("search-pages");
     trail.append(&calls(FIXED_MS, 7)).await;
