@@ -331,3 +331,23 @@ fn a_sandbox_on_an_http_server_is_refused() {
         "{errors:#?}"
     );
 }
+
+#[test]
+fn a_container_engine_with_no_profile_and_no_table_of_its_own_is_left_to_its_container() {
+    let c = load(
+        "[sandbox]\nread_only = [\"/opt/shared\"]\n\n\
+         [servers.gh]\ncommand = \"docker\"\nargs = [\"run\", \"-i\", \"--rm\", \"mcp/github\"]\n\n\
+         [servers.pod]\ncommand = \"/usr/bin/podman\"\nargs = [\"run\", \"-i\", \"img\"]\n\n\
+         [servers.sized]\ncommand = \"docker\"\n[servers.sized.sandbox]\nmemory = \"512MiB\"\n\n\
+         [servers.boxed]\ncommand = \"docker\"\n[servers.boxed.sandbox]\nprofile = \"strict\"\n\n\
+         [servers.plain]\ncommand = \"/opt/docker/server\"\n",
+    )
+    .unwrap();
+    assert_eq!(sandbox_of(&c, "gh"), StdioSandbox::ContainerEngine);
+    assert_eq!(sandbox_of(&c, "pod"), StdioSandbox::ContainerEngine);
+    // A table of its own asks for Manifold's box: the default profile, or the one written.
+    assert_eq!(default_of(&c, "sized").memory, 512 * 1024 * 1024);
+    assert_eq!(spec_of(&c, "boxed").network, Network::None);
+    // Only the engine's own name counts.
+    assert!(matches!(sandbox_of(&c, "plain"), StdioSandbox::Default(_)));
+}

@@ -654,6 +654,17 @@ impl Upstream {
         match &spec.sandbox {
             StdioSandbox::Unset => None,
             StdioSandbox::Off => Some(Sandbox::Off),
+            // Its report (every control off, and why) comes from the transport, as a box's does.
+            StdioSandbox::ContainerEngine => Some(Sandbox::On {
+                profile: "default",
+                report: (self
+                    .live
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .conn
+                    .as_ref())
+                .and_then(Connection::sandbox),
+            }),
             StdioSandbox::On(sandbox) | StdioSandbox::Default(sandbox) => {
                 let live = self.live.read().unwrap_or_else(|p| p.into_inner());
                 Some(Sandbox::On {

@@ -172,6 +172,12 @@ fn print_server(launcher: &Path, server: &ServerConfig) -> Option<String> {
             );
             return None;
         }
+        StdioSandbox::ContainerEngine => {
+            println!(
+                "  {name}{disabled}: profile default (none written), a container engine: the server runs in its container, which is its sandbox; the CLI starts unboxed (write a profile to box it)"
+            );
+            return None;
+        }
         StdioSandbox::On(spec) | StdioSandbox::Default(spec) => spec,
     };
     let unwritten = matches!(spec_sandbox, StdioSandbox::Default(_));

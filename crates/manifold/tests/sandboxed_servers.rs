@@ -868,3 +868,60 @@ fn a_missing_program_is_named_with_the_path_searched_and_never_run_unsandboxed()
     );
     assert!(!s.log().contains("runs unsandboxed"), "{}", s.log());
 }
+
+/// `docker run -i --rm IMAGE` under the default profile: the container is the server's sandbox,
+/// so the engine's CLI starts as it is (here a stand-in `docker` on the server's PATH that runs
+/// the reader directly, so what it reads shows it is not boxed), and health says so: profile
+/// default, every control off with the reason, not degraded.
+#[test]
+fn a_container_engine_under_the_default_profile_is_left_to_its_container_and_health_says_why() {
+    let dir = scratch("sandboxed-container-engine");
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "outside-any-box").unwrap();
+    let (_, script) = reader_script(&dir);
+    let bin = dir.join("engine-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let docker = bin.join("docker");
+    std::fs::write(
+        &docker,
+        format!("#!/bin/sh\nexec python3 {}\n", path_str(&script)),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", path_str(&bin), std::env::var("PATH").unwrap());
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.image]\ncommand = \"docker\"\nargs = [\"run\", \"-i\", \"--rm\", \"mcp/reader\"]\n\
+         env = {{ PATH = \"{path}\" }}\n",
+        data = path_str(&dir.join("data")),
+    );
+    let s = serve(&dir, &config);
+    let path_arg = format!("path={}", path_str(&secret));
+    let (code, out, err) = client(&["call", s.url(), "image__read", "--arg", &path_arg]);
+    assert_eq!((code, out.trim()), (0, "outside-any-box"), "{err}");
+    let h = health_when(s.url(), "image", &["up"]);
+    let sandbox = &upstream(&h, "image")["sandbox"];
+    assert_eq!(
+        (&sandbox["profile"], &sandbox["degraded"]),
+        (&serde_json::json!("default"), &serde_json::json!(false)),
+        "{h}"
+    );
+    let controls = sandbox["controls"].as_object().unwrap();
+    assert_eq!(controls.len(), 11, "{h}");
+    for (control, state) in controls {
+        assert_eq!(state["state"], "off", "{control}: {h}");
+        assert!(
+            state["detail"]
+                .as_str()
+                .unwrap()
+                .contains("the server runs in the container docker starts, which is its sandbox"),
+            "{control}: {h}"
+        );
+    }
+    assert!(
+        !s.log().contains("sandbox profile is \"off\""),
+        "{}",
+        s.log()
+    );
+}

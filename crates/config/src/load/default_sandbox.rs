@@ -2,7 +2,8 @@
 //! its own command line hands it. Kept apart from the table reader because these rules read the
 //! server's command (and the host), not the TOML: the dirs it is given by absolute path and its
 //! `cwd` become writable, a package runner (`npx`, `uvx`, ...) may reach its registry through
-//! the egress proxy, and nothing is `require`d, so a host without user namespaces or without the
+//! the egress proxy, a container engine (`docker`, ...) is left to its own container, and
+//! nothing is `require`d, so a host without user namespaces or without the
 //! launcher starts the server degraded (and says so) instead of refusing it.
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,15 @@ use crate::environment::{Environment, Var};
 pub const PACKAGE_RUNNERS: &[&str] = &[
     "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun", "uvx", "uv", "pipx",
 ];
+
+/// Programs that run a server in a container of their own (`docker run -i --rm IMAGE`): under
+/// the default profile the container is the server's sandbox, and the CLI starts unboxed.
+pub const CONTAINER_ENGINES: &[&str] = &["docker", "podman", "nerdctl"];
+
+/// Whether `command` is a container engine's CLI, by its file name.
+pub fn is_container_engine(command: &str) -> bool {
+    CONTAINER_ENGINES.contains(&file_name(command))
+}
 
 /// The public registries those runners fetch from (npm, Yarn's mirror of it, PyPI's index and
 /// its file host).
@@ -39,11 +49,14 @@ pub const REGISTRY_VARIABLES: &[&str] = &[
 
 /// Whether `command` is a package runner, by its file name (`/usr/bin/npx` counts).
 pub fn is_package_runner(command: &str) -> bool {
-    let name = Path::new(command)
+    PACKAGE_RUNNERS.contains(&file_name(command))
+}
+
+fn file_name(command: &str) -> &str {
+    Path::new(command)
         .file_name()
         .and_then(|n| n.to_str())
-        .unwrap_or(command);
-    PACKAGE_RUNNERS.contains(&name)
+        .unwrap_or(command)
 }
 
 /// The hosts a package runner may reach: the public registries and every host a registry
@@ -108,6 +121,14 @@ mod tests {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             ..StdioSpec::default()
         }
+    }
+
+    #[test]
+    fn container_engines_are_known_by_file_name_and_others_are_not() {
+        assert!(is_container_engine("docker"));
+        assert!(is_container_engine("/usr/bin/podman"));
+        assert!(!is_container_engine("dockerd-rootless.sh"));
+        assert!(!is_container_engine("/opt/docker/server"));
     }
 
     #[test]

@@ -83,7 +83,7 @@ enum Profile {
 }
 
 /// One table's keys as written; `None` = not said here.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 struct Layer {
     profile: Option<Profile>,
     network: Option<Network>,
@@ -158,6 +158,13 @@ fn resolve(
     env: &dyn Environment,
 ) -> StdioSandbox {
     let (profile, unwritten) = match own.profile.or(defaults.profile) {
+        // A container engine's server is boxed by its container, unless its own table asks
+        // for something of Manifold's sandbox.
+        None if default_sandbox::is_container_engine(&server.command)
+            && own == Layer::default() =>
+        {
+            return StdioSandbox::ContainerEngine;
+        }
         None => (Profile::Strict, true),
         Some(Profile::Off) => return StdioSandbox::Off,
         Some(p) => (p, false),

@@ -135,6 +135,12 @@ pub enum StdioSandbox {
     /// sandbox cannot be built at all (no launcher, a setup step failing) the server starts
     /// unsandboxed, with a warning at every start and every control reported missing.
     Default(Box<manifold_sandbox::SandboxSpec>),
+    /// No `profile` written, and the command is a container engine (`docker run -i --rm IMAGE`):
+    /// the server runs in the container the engine starts, and that container is its sandbox.
+    /// A box around the engine's CLI would hide the engine's socket the CLI needs, and would not
+    /// confine what the engine runs, so the CLI starts as it is; health reports every control
+    /// off, saying why.
+    ContainerEngine,
 }
 
 impl StdioSandbox {
@@ -142,7 +148,7 @@ impl StdioSandbox {
     pub fn spec(&self) -> Option<&manifold_sandbox::SandboxSpec> {
         match self {
             StdioSandbox::On(spec) | StdioSandbox::Default(spec) => Some(spec),
-            StdioSandbox::Off | StdioSandbox::Unset => None,
+            StdioSandbox::Off | StdioSandbox::Unset | StdioSandbox::ContainerEngine => None,
         }
     }
 }
@@ -237,6 +243,10 @@ pub fn spawn(
             }
             Err(e) => return Err(e.into_error(server)),
         },
+        StdioSandbox::ContainerEngine => {
+            let report = container_engine_report(&spec.command);
+            (spawn_plain(cmd)?, None, Some(report))
+        }
         StdioSandbox::Off | StdioSandbox::Unset => {
             if spec.sandbox == StdioSandbox::Off {
                 tracing::warn!(
@@ -306,7 +316,9 @@ fn configure(cmd: &mut std::process::Command, spec: &StdioSpec) {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    if let (Some(dir), StdioSandbox::Off | StdioSandbox::Unset) = (&spec.cwd, &spec.sandbox) {
+    if let (Some(dir), StdioSandbox::Off | StdioSandbox::Unset | StdioSandbox::ContainerEngine) =
+        (&spec.cwd, &spec.sandbox)
+    {
         cmd.current_dir(dir);
     }
 }
@@ -413,6 +425,22 @@ fn unsandboxed_report(error: &SandboxError) -> manifold_sandbox::Report {
         enforcements: manifold_sandbox::Control::ALL
             .iter()
             .map(|c| manifold_sandbox::Enforcement::new(*c, State::Missing, detail.clone()))
+            .collect(),
+    }
+}
+
+/// What health shows for a container engine's CLI started under the default profile.
+fn container_engine_report(command: &str) -> manifold_sandbox::Report {
+    let engine = std::path::Path::new(command)
+        .file_name()
+        .map_or(command.into(), |n| n.to_string_lossy());
+    let detail = format!(
+        "the server runs in the container {engine} starts, which is its sandbox; Manifold starts {engine}'s CLI as it is (a box around it would hide the engine's socket and not confine the container); write a profile to box the CLI anyway"
+    );
+    manifold_sandbox::Report {
+        enforcements: manifold_sandbox::Control::ALL
+            .iter()
+            .map(|c| manifold_sandbox::Enforcement::new(*c, State::Off, detail.clone()))
             .collect(),
     }
 }
