@@ -180,6 +180,7 @@ fn sandbox_health(name: &str, sandbox: Option<&Sandbox>) -> (Value, Option<Strin
             return (block, Some(line));
         }
         Sandbox::On { profile, report } => (*profile, report.is_some()),
+        Sandbox::Container { report } => ("default", report.is_some()),
     };
     let controls = sandbox.controls();
     let map: serde_json::Map<String, Value> = controls

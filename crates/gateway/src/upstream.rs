@@ -289,6 +289,9 @@ pub enum Sandbox {
         profile: &'static str,
         report: Option<Arc<SandboxReport>>,
     },
+    /// The default profile left a container engine's CLI to its container (every control off
+    /// in `report`, saying why); `report` is `None` while none runs.
+    Container { report: Option<Arc<SandboxReport>> },
 }
 
 impl Sandbox {
@@ -302,8 +305,21 @@ impl Sandbox {
         match self {
             Sandbox::On {
                 report: Some(r), ..
-            } => r.controls().into_iter().cloned().collect(),
+            }
+            | Sandbox::Container { report: Some(r) } => r.controls().into_iter().cloned().collect(),
             _ => Vec::new(),
+        }
+    }
+
+    /// One word for `/readyz` and the dashboard: `off`, `container`, `degraded`, `not running`
+    /// or `enforced`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Sandbox::Off => "off",
+            Sandbox::Container { .. } => "container",
+            s if s.is_degraded() => "degraded",
+            Sandbox::On { report: None, .. } => "not running",
+            Sandbox::On { .. } => "enforced",
         }
     }
 }
@@ -655,8 +671,7 @@ impl Upstream {
             StdioSandbox::Unset => None,
             StdioSandbox::Off => Some(Sandbox::Off),
             // Its report (every control off, and why) comes from the transport, as a box's does.
-            StdioSandbox::ContainerEngine => Some(Sandbox::On {
-                profile: "default",
+            StdioSandbox::ContainerEngine => Some(Sandbox::Container {
                 report: (self
                     .live
                     .read()

@@ -185,7 +185,7 @@ pub fn add(config: Option<&Path>, server: &NewServer) -> Result<Outcome, CliErro
     servers.insert(name, Item::Table(section));
     write_checked(&path, &before, &doc.to_string())?;
     println!(
-        "added [servers.{name}] to {}; manifold serve picks it up on reload (SIGHUP) or start",
+        "added [servers.{name}] to {}; a manifold serve running from it starts the server within a few seconds (it watches the file), any other at its next start",
         path.display()
     );
     Ok(Outcome::Success)
@@ -213,7 +213,10 @@ pub fn remove(config: Option<&Path>, name: &str) -> Result<Outcome, CliError> {
         ));
     }
     write_checked(&path, &before, &doc.to_string())?;
-    println!("removed [servers.{name}] from {}", path.display());
+    println!(
+        "removed [servers.{name}] from {}; a manifold serve running from it stops the server within a few seconds (it watches the file)",
+        path.display()
+    );
     Ok(Outcome::Success)
 }
 

@@ -136,12 +136,16 @@ pub async fn serve(
     };
     settings.relay = relay;
     let dashboard_on = settings.operator_ui.is_some();
-    let server = Server::bind(settings, gateway.clone()).await.map_err(|e| {
-        CliError::with_hint(
-            format!("could not listen on {listen}: {e}"),
-            "is another process using that port? pass --listen 127.0.0.1:PORT",
-        )
-    })?;
+    let server = Server::bind(settings, gateway.clone())
+        .await
+        .map_err(|e| match e {
+            // The error names the address and the OS's reason already.
+            manifold_server::ServerError::Bind { .. } => CliError::with_hint(
+                e.to_string(),
+                "is another process using that port? pass --listen 127.0.0.1:PORT",
+            ),
+            other => CliError::usage(format!("could not start serving on {listen}: {other}")),
+        })?;
     let cgroup = child_cgroup::announce(containment);
     let url = format!("http://{}/mcp", server.local_addr());
     match &source {

@@ -1,4 +1,5 @@
-//! `manifold check` and `manifold import` as a person runs them: exit statuses and what they print.
+//! `manifold check` and `manifold import` as a person runs them: exit statuses and what they print;
+//! and `manifold serve` refusing a port that is taken.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -68,4 +69,30 @@ fn import_writes_toml_that_check_accepts() {
     let (code, report, err) = manifold(&dir, &["check", "imported.toml"]);
     assert_eq!(code, 0, "{err}");
     assert!(report.contains("servers: 2 (1 stdio, 1 http)"), "{report}");
+}
+
+#[test]
+fn serve_on_a_taken_port_says_so_once_and_how_to_pick_another() {
+    let dir = temp_dir("port-taken");
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap().to_string();
+    std::fs::write(
+        dir.join("manifold.toml"),
+        format!(
+            "[gateway]\nlisten = \"{addr}\"\ndata_dir = \"{}\"\n",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = manifold(&dir, &["serve"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err.matches(&format!("could not listen on {addr}")).count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("Address already in use") && err.contains("pass --listen 127.0.0.1:PORT"),
+        "{err}"
+    );
 }

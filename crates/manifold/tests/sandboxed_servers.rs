@@ -924,4 +924,10 @@ fn a_container_engine_under_the_default_profile_is_left_to_its_container_and_hea
         "{}",
         s.log()
     );
+    // /readyz and the dashboard's overview say "container", not "enforced" nor "off".
+    let (status, body) = get(s.url(), "/readyz");
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(status.contains("200"), "{status}: {body}");
+    assert_eq!(ready["upstreams"][0]["sandbox"], "container", "{body}");
+    assert_eq!(ready["sandboxDegraded"], serde_json::json!([]), "{body}");
 }

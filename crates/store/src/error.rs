@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "another Manifold process (pid {pid}) holds the store {path}; several replicas need PostgreSQL: set [store] url = \"postgres://...\""
+        "another Manifold process (pid {pid}) holds the store {path}; several replicas of one gateway need PostgreSQL: set [store] url = \"postgres://...\"; a separate gateway beside it needs a [gateway] data_dir of its own"
     )]
     HeldByAnotherProcess { path: PathBuf, pid: String },
 

@@ -875,7 +875,11 @@ async fn sqlite_second_process_is_refused() {
         matches!(&err, StoreError::HeldByAnotherProcess { pid, .. } if *pid == child.id().to_string()),
         "{text}"
     );
-    assert!(text.contains("several replicas need PostgreSQL"), "{text}");
+    assert!(
+        text.contains("several replicas of one gateway need PostgreSQL")
+            && text.contains("a separate gateway beside it needs a [gateway] data_dir of its own"),
+        "{text}"
+    );
     assert!(text.contains(&backend.location().shown()), "{text}");
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());

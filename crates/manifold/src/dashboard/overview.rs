@@ -9,7 +9,6 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use manifold_gateway::Sandbox;
 use manifold_store::{AuditFilter, MAX_AUDIT_PAGE};
 
 use super::page::{self, Chrome};
@@ -117,13 +116,7 @@ pub async fn servers_part(state: &DashboardState) -> String {
             let status = u.status();
             let (word, cause) = status.word_and_cause();
             let info = u.peer_info();
-            let sandbox = match u.sandbox() {
-                None => "-",
-                Some(Sandbox::Off) => "off",
-                Some(s) if s.is_degraded() => "degraded",
-                Some(Sandbox::On { report: None, .. }) => "not running",
-                Some(Sandbox::On { .. }) => "enforced",
-            };
+            let sandbox = u.sandbox().map_or("-", |s| s.word());
             let counts = hour
                 .get(&u.def.name)
                 .cloned()

@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use manifold_gateway::{Sandbox, Status};
+use manifold_gateway::Status;
 use manifold_telemetry::{
     SandboxControlSnapshot, SessionCount, Snapshot, UpstreamSnapshot, UpstreamState,
 };
@@ -50,14 +50,11 @@ pub fn readiness(gateway: &manifold_gateway::Gateway) -> (bool, serde_json::Valu
             if !matches!(name, "up" | "idle") {
                 ready = false;
             }
-            let sandbox = u.sandbox().map(|s| match s {
-                Sandbox::Off => "off",
-                s if s.is_degraded() => {
+            let sandbox = u.sandbox().map(|s| {
+                if s.is_degraded() {
                     sandbox_degraded.push(u.def.name.clone());
-                    "degraded"
                 }
-                Sandbox::On { report: None, .. } => "not running",
-                Sandbox::On { .. } => "enforced",
+                s.word()
             });
             json!({ "name": u.def.name, "state": name, "cause": cause, "sandbox": sandbox })
         })
