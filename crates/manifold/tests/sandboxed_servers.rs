@@ -931,3 +931,44 @@ fn a_container_engine_under_the_default_profile_is_left_to_its_container_and_hea
     assert_eq!(ready["upstreams"][0]["sandbox"], "container", "{body}");
     assert_eq!(ready["sandboxDegraded"], serde_json::json!([]), "{body}");
 }
+
+/// The certificate-authority variables reach a child (sandboxed or not), so a host whose TLS
+/// goes through its own CA works for `uvx`, pip, curl and node; a variable outside the allowlist
+/// does not. Read from the child's own `/proc/self/environ`.
+#[test]
+fn certificate_authority_variables_reach_children_and_other_variables_do_not() {
+    let dir = scratch("sandboxed-ca-env");
+    let (_, script) = reader_script(&dir);
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data}\"\n\n\
+         [servers.boxed]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\n\
+         [servers.plain]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\
+         [servers.plain.sandbox]\nprofile = \"off\"\n",
+        data = path_str(&dir.join("data")),
+        script = path_str(&script),
+    );
+    let s = ServeCommand::new(Path::new(MANIFOLD), &dir)
+        .config_text(config)
+        .env("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt")
+        .env("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt")
+        .env("MANIFOLD_TEST_NOT_ALLOWED", "kept-from-children")
+        .env_remove("MANIFOLD_SANDBOX_FORCE_PROBE")
+        .start()
+        .unwrap();
+    for name in ["boxed", "plain"] {
+        let tool = format!("{name}__read");
+        let (code, out, err) =
+            client(&["call", s.url(), &tool, "--arg", "path=/proc/self/environ"]);
+        assert_eq!(code, 0, "{name}: {out}\n{err}");
+        for allowed in [
+            "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+            "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt",
+        ] {
+            assert!(
+                out.contains(allowed),
+                "{name}: {allowed} missing from {out}"
+            );
+        }
+        assert!(!out.contains("kept-from-children"), "{name}: {out}");
+    }
+}

@@ -37,9 +37,26 @@ pub use manifold_sandbox::{
     Report as SandboxReport, State as SandboxState,
 };
 
-/// Parent variables a child sees unless the configuration says otherwise.
+/// Parent variables a child sees unless the configuration says otherwise: where it runs, its
+/// locale, and which certificate authorities to trust (a host whose TLS goes through its own CA,
+/// a company proxy's, names it in these; without them `uvx`, pip, curl and node fail with an
+/// unknown issuer). None of them holds a secret.
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
 ];
 /// Non-JSON lines tolerated on stdout before the first message (a banner); more closes the link.
 pub const MAX_BANNER_LINES: usize = 100;
