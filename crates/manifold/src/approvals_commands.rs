@@ -44,7 +44,7 @@ pub enum ApprovalsAction {
         /// Print the rows as a JSON array, every field.
         #[arg(long)]
         json: bool,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },
@@ -55,7 +55,7 @@ pub enum ApprovalsAction {
         /// Print the row as JSON.
         #[arg(long)]
         json: bool,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },
@@ -66,7 +66,7 @@ pub enum ApprovalsAction {
         /// Who answers (default: $USER, else "operator"); must be one of the rule's approvers.
         #[arg(long = "as", value_name = "NAME")]
         name: Option<String>,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },
@@ -80,7 +80,7 @@ pub enum ApprovalsAction {
         /// Why, recorded with the answer.
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },

@@ -64,7 +64,7 @@ pub enum Command {
     },
     /// Run the gateway: one MCP endpoint (Streamable HTTP at /mcp, legacy SSE at /sse) in front of every configured server.
     Serve {
-        /// The configuration file (default: ./manifold.toml if present, else built-in tools only).
+        /// The configuration file (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present, else built-in tools only).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
         /// Where to listen, e.g. 127.0.0.1:7391 (default: gateway.listen).
@@ -81,7 +81,7 @@ pub enum Command {
     },
     /// Run the gateway for one client over stdin/stdout (for clients that launch a command).
     Stdio {
-        /// The configuration file (default: ./manifold.toml if present).
+        /// The configuration file (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
         /// Serve only this tool set (`[toolsets.NAME]`), as `/mcp/NAME` does over HTTP.
@@ -90,12 +90,12 @@ pub enum Command {
     },
     /// Validate a configuration file and report every problem with its file, line and field.
     Check {
-        /// The configuration file (default: ./manifold.toml).
+        /// The configuration file (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         config: Option<PathBuf>,
     },
     /// Show what the sandbox would enforce on this host: the kernel probe, a real strict sandbox around /bin/true, and each stdio server's sandbox (exit 1 when a server's `require` is unmet).
     Doctor {
-        /// The configuration file (default: ./manifold.toml if present, else built-in defaults).
+        /// The configuration file (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present, else built-in defaults).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
@@ -118,7 +118,7 @@ pub enum Command {
     Login {
         /// The server's name in the configuration.
         server: String,
-        /// The configuration file (default: ./manifold.toml).
+        /// The configuration file (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
@@ -160,14 +160,14 @@ pub enum Command {
         /// The prefix of its exposed names (default: the server's name).
         #[arg(long)]
         prefix: Option<String>,
-        /// The configuration file (default: ./manifold.toml, created when missing).
+        /// The configuration file (default: the one found as for serve, else ./manifold.toml, created).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
     /// Remove a server's section from manifold.toml.
     Remove {
         name: String,
-        /// The configuration file (default: ./manifold.toml).
+        /// The configuration file (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },

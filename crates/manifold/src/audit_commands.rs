@@ -48,7 +48,7 @@ const SECONDS_PER_DAY: u64 = 86_400;
 pub enum AuditAction {
     /// Check the audit trail's hash chain from its start (or its pruning anchor) to its newest row; exit 1 naming the first broken row.
     Verify {
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
@@ -63,7 +63,7 @@ pub enum AuditAction {
         /// One JSON object per line (the row's record plus its seq) instead of a table.
         #[arg(long)]
         json: bool,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
@@ -96,7 +96,7 @@ pub enum AuditAction {
         /// One JSON object per line (the row's record plus its seq) instead of a table.
         #[arg(long)]
         json: bool,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },
@@ -111,7 +111,7 @@ pub enum AuditAction {
         /// Only rows before this time: RFC 3339 or a duration ago.
         #[arg(long, value_name = "TIME")]
         until: Option<String>,
-        /// The configuration file, for its store (default: ./manifold.toml if present).
+        /// The configuration file, for its store (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
     },

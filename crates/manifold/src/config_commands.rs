@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use crate::config_file::{DEFAULT_CONFIG, config_path, load_config};
+use crate::config_file::{config_path, load_config};
 use crate::report::{CliError, Outcome};
 
 /// `manifold check [CONFIG]`: the report, and what importing old files into the store did.
 pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
     let Some(path) = config_path(given) else {
         return Err(CliError::with_hint(
-            format!("no configuration given and no {DEFAULT_CONFIG} in this directory"),
+            crate::config_file::none_found(),
             "write one (see docs/configuration.md) or convert a client's file: manifold import ~/.cursor/mcp.json > manifold.toml",
         ));
     };

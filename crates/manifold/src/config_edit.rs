@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use manifold_config::{Config, ProcessEnvironment};
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
-use crate::config_file::DEFAULT_CONFIG;
+use crate::config_file::{DEFAULT_CONFIG, config_path};
 use crate::report::{CliError, Outcome};
 
 /// What `manifold add` was given.
@@ -26,8 +26,9 @@ pub struct NewServer {
     pub prefix: Option<String>,
 }
 
+/// The file an edit goes to: the one every other command would use, else `./manifold.toml`.
 fn target(given: Option<&Path>) -> PathBuf {
-    given.map_or_else(|| PathBuf::from(DEFAULT_CONFIG), Path::to_path_buf)
+    config_path(given).unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG))
 }
 
 fn read(path: &Path) -> Result<(String, DocumentMut), CliError> {

@@ -27,13 +27,13 @@ pub enum KeysAction {
         /// Groups the key belongs to, comma-separated or repeated.
         #[arg(long, value_delimiter = ',', value_name = "GROUP,...")]
         groups: Vec<String>,
-        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        /// The configuration file, for its data directory (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },
     /// List every key (never the secrets): name, id, scopes, groups, when made, whether revoked.
     List {
-        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        /// The configuration file, for its data directory (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
         /// Print the records as JSON.
@@ -43,7 +43,7 @@ pub enum KeysAction {
     /// Revoke every active key named NAME (running gateways refuse it from the next request on).
     Revoke {
         name: String,
-        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        /// The configuration file, for its data directory (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },

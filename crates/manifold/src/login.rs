@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use url::Url;
 
-use crate::config_file::{DEFAULT_CONFIG, config_path};
+use crate::config_file::config_path;
 use crate::report::{CliError, Outcome};
 
 /// How long the person has to approve in the browser.
@@ -34,7 +34,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn login(given: Option<&Path>, server: &str) -> Result<Outcome, CliError> {
     let Some(path) = config_path(given) else {
         return Err(CliError::with_hint(
-            format!("no configuration given and no {DEFAULT_CONFIG} in this directory"),
+            crate::config_file::none_found(),
             "name the file holding the server: manifold login SERVER --config FILE",
         ));
     };

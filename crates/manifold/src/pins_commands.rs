@@ -30,7 +30,7 @@ pub enum PinsAction {
     List {
         /// Only this server.
         server: Option<String>,
-        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        /// The configuration file, for its data directory (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
         /// Print the pins as JSON (the format pins.json had, with each definition).
@@ -41,7 +41,7 @@ pub enum PinsAction {
     Approve {
         /// The server whose changes to accept.
         server: String,
-        /// The configuration file, for its data directory (default: ./manifold.toml if present).
+        /// The configuration file, for its data directory (default: $MANIFOLD_CONFIG, else ./manifold.toml or ~/.config/manifold/manifold.toml if present).
         #[arg(long, short = 'c')]
         config: Option<std::path::PathBuf>,
     },

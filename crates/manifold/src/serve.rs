@@ -47,6 +47,30 @@ fn load(given: Option<&Path>) -> Result<(Config, Option<PathBuf>), CliError> {
     }
 }
 
+/// What a person starting `serve` reads first: what is served where, or, with no configuration,
+/// where it looked and how to add a server.
+fn announce(url: &str, config: &Config, source: Option<&Path>) {
+    if let Some(path) = source {
+        eprintln!(
+            "Manifold is serving {} server(s) from {} at {url}",
+            config.servers.len(),
+            path.display()
+        );
+        return;
+    }
+    eprintln!(
+        "Manifold is serving its built-in tools at {url} ({}).",
+        crate::config_file::none_found()
+    );
+    eprintln!(
+        "Point any MCP client at that URL. To add a server, write a manifold.toml such as:\n"
+    );
+    eprintln!(
+        "  [servers.everything]\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-everything\", \"stdio\"]\n"
+    );
+    eprintln!("or convert a client's file: manifold import ~/.cursor/mcp.json > manifold.toml");
+}
+
 /// Starts the core and waits (bounded) for the upstreams' first start; refuses a name collision.
 async fn start_gateway(
     config: &Config,
@@ -148,25 +172,7 @@ pub async fn serve(
         })?;
     let cgroup = child_cgroup::announce(containment);
     let url = format!("http://{}/mcp", server.local_addr());
-    match &source {
-        Some(path) => eprintln!(
-            "Manifold is serving {} server(s) from {} at {url}",
-            config.servers.len(),
-            path.display()
-        ),
-        None => {
-            eprintln!("Manifold is serving its built-in tools at {url} (no manifold.toml here).");
-            eprintln!(
-                "Point any MCP client at that URL. To add a server, write a manifold.toml such as:\n"
-            );
-            eprintln!(
-                "  [servers.everything]\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-everything\", \"stdio\"]\n"
-            );
-            eprintln!(
-                "or convert a client's file: manifold import ~/.cursor/mcp.json > manifold.toml"
-            );
-        }
-    }
+    announce(&url, &config, source.as_deref());
     if let Some(admin) = server.admin_addr() {
         eprintln!("Operator endpoints (/metrics, /healthz, /readyz) are at http://{admin}");
     }

@@ -6,11 +6,27 @@
 use std::process::Command;
 
 fn manifold(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_manifold"))
+    // No configuration of the machine's user and no MANIFOLD_CONFIG: only what a test writes.
+    manifold_with(dir, args, &dir.join("no-user-config"), None)
+}
+
+/// `manifold ARGS` in `dir` with `XDG_CONFIG_HOME` = `xdg` and `MANIFOLD_CONFIG` = `named`.
+fn manifold_with(
+    dir: &std::path::Path,
+    args: &[&str],
+    xdg: &std::path::Path,
+    named: Option<&std::path::Path>,
+) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_manifold"));
+    command
         .args(args)
         .current_dir(dir)
-        .output()
-        .unwrap();
+        .env("XDG_CONFIG_HOME", xdg)
+        .env_remove("MANIFOLD_CONFIG");
+    if let Some(named) = named {
+        command.env("MANIFOLD_CONFIG", named);
+    }
+    let out = command.output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -46,9 +62,47 @@ fn check_without_a_file_says_how_to_get_one() {
     let (code, _, err) = manifold(&dir, &["check"]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("no manifold.toml") && err.contains("manifold import"),
+        err.contains("neither ./manifold.toml nor")
+            && err.contains("no-user-config/manifold/manifold.toml exists")
+            && err.contains("manifold import"),
         "{err}"
     );
+}
+
+#[test]
+fn commands_find_the_configuration_named_by_the_variable_then_here_then_the_users() {
+    let dir = temp_dir("search-order");
+    let xdg = dir.join("xdg");
+    let here = dir.join("here");
+    std::fs::create_dir_all(xdg.join("manifold")).unwrap();
+    std::fs::create_dir_all(&here).unwrap();
+    let server = |name: &str| format!("[servers.{name}]\ncommand = \"/bin/true\"\n");
+    let user = xdg.join("manifold/manifold.toml");
+    std::fs::write(&user, server("from_user")).unwrap();
+    // Launched from a directory with no configuration (as a client launches `manifold stdio`).
+    let (code, out, err) = manifold_with(&here, &["check"], &xdg, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!("{}: ok", user.display())) && out.contains("stdio: from_user"),
+        "{out}"
+    );
+    std::fs::write(here.join("manifold.toml"), server("from_here")).unwrap();
+    let (_, out, _) = manifold_with(&here, &["check"], &xdg, None);
+    assert!(out.contains("stdio: from_here"), "{out}");
+    let named = dir.join("named.toml");
+    std::fs::write(&named, server("from_variable")).unwrap();
+    let (_, out, _) = manifold_with(&here, &["check"], &xdg, Some(&named));
+    assert!(out.contains("stdio: from_variable"), "{out}");
+    // `add` edits the file the others use: with no local file, the user's.
+    std::fs::remove_file(here.join("manifold.toml")).unwrap();
+    let (code, _, err) = manifold_with(&here, &["add", "added", "--", "/bin/true"], &xdg, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        std::fs::read_to_string(&user)
+            .unwrap()
+            .contains("[servers.added]")
+    );
+    assert!(!here.join("manifold.toml").exists());
 }
 
 #[test]
