@@ -27,6 +27,19 @@ pub async fn check(given: Option<&Path>) -> Result<Outcome, CliError> {
             if !report.ends_with('\n') {
                 println!();
             }
+            // What `serve` would refuse at start is worth saying here, where it is cheap.
+            let exposure = crate::exposure::decide(
+                config.gateway.listen,
+                config.auth.enabled(),
+                config.auth.insecure_no_auth,
+            );
+            if let Err(refused) = exposure {
+                let fix = refused.hint.as_deref().unwrap_or_default();
+                println!(
+                    "note: manifold serve refuses to start with this: {}; {fix}",
+                    refused.message
+                );
+            }
             import_old_files(&path).await?;
             Ok(Outcome::Success)
         }

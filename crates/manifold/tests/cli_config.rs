@@ -150,3 +150,27 @@ fn serve_on_a_taken_port_says_so_once_and_how_to_pick_another() {
         "{err}"
     );
 }
+
+#[test]
+fn check_says_when_serve_would_refuse_an_address_without_authentication() {
+    let dir = temp_dir("exposed");
+    let write = |extra: &str| {
+        std::fs::write(
+            dir.join("manifold.toml"),
+            format!("[gateway]\nlisten = \"0.0.0.0:7391\"\n{extra}"),
+        )
+        .unwrap();
+    };
+    write("");
+    let (code, out, err) = manifold(&dir, &["check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("note: manifold serve refuses to start with this: refusing to listen on 0.0.0.0:7391 without authentication")
+            && out.contains("pass --insecure-no-auth"),
+        "{out}"
+    );
+    // Saying that something in front authenticates is a choice serve accepts.
+    write("[auth]\ninsecure_no_auth = true\n");
+    let (_, out, _) = manifold(&dir, &["check"]);
+    assert!(!out.contains("refuses to start"), "{out}");
+}
