@@ -246,7 +246,7 @@ pub struct TargetArgs {
     /// Which HTTP transport to use for a URL.
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
     pub transport: TransportArg,
-    /// Extra HTTP header, 'Name: value' (repeatable).
+    /// Extra HTTP header, 'Name: value' or 'Name=value' (repeatable).
     #[arg(long = "header", short = 'H', value_name = "'NAME: VALUE'")]
     pub headers: Vec<String>,
     /// Seconds for the whole connection set-up (era probe, handshake, first list), and for each answer after it.

@@ -9,6 +9,7 @@ use manifold_config::{Config, ProcessEnvironment};
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
 use crate::config_file::{DEFAULT_CONFIG, config_path};
+use crate::pair_args;
 use crate::report::{CliError, Outcome};
 
 /// What `manifold add` was given.
@@ -79,14 +80,22 @@ fn write_checked(path: &Path, before: &str, edited: &str) -> Result<(), CliError
         .map_err(|e| CliError::usage(format!("could not write {}: {e}", path.display())))
 }
 
-fn pairs(entries: &[String], what: &str, example: &str) -> Result<Vec<(String, String)>, CliError> {
-    entries
-        .iter()
-        .map(|e| match e.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-            _ => Err(CliError::usage(format!(
-                "{what} {e:?} is not NAME=VALUE; write e.g. {example}"
-            ))),
+/// Each entry of `--header` or `--env` as a pair; an entry that does not parse is named by its
+/// position, not repeated (it may hold a credential).
+fn pairs(
+    entries: &[String],
+    flag: &str,
+    split: fn(&str) -> Option<(String, String)>,
+    example: &str,
+) -> Result<Vec<(String, String)>, CliError> {
+    (entries.iter().enumerate())
+        .map(|(i, e)| {
+            split(e).ok_or_else(|| {
+                CliError::usage(format!(
+                    "{} is not NAME=VALUE (it is not shown: it may hold a credential); write e.g. {example}",
+                    pair_args::position(flag, i)
+                ))
+            })
         })
         .collect()
 }
@@ -136,7 +145,8 @@ pub fn add(config: Option<&Path>, server: &NewServer) -> Result<Outcome, CliErro
             if !server.headers.is_empty() {
                 let h = pairs(
                     &server.headers,
-                    "the header",
+                    "--header",
+                    pair_args::split_header,
                     "--header \"Authorization=Bearer ${TOKEN}\"",
                 )?;
                 section.insert("headers", inline_table(h));
@@ -157,7 +167,12 @@ pub fn add(config: Option<&Path>, server: &NewServer) -> Result<Outcome, CliErro
                 section.insert("args", value(a));
             }
             if !server.env.is_empty() {
-                let e = pairs(&server.env, "the variable", "--env \"API_KEY=${API_KEY}\"")?;
+                let e = pairs(
+                    &server.env,
+                    "--env",
+                    pair_args::split_variable,
+                    "--env \"API_KEY=${API_KEY}\"",
+                )?;
                 section.insert("env", inline_table(e));
             }
             if !server.headers.is_empty() {

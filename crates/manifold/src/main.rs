@@ -21,6 +21,7 @@ mod gateway_config;
 mod key_store;
 mod keys;
 mod login;
+mod pair_args;
 mod pin_store;
 mod pins_commands;
 mod process_memory;

@@ -174,3 +174,55 @@ fn check_says_when_serve_would_refuse_an_address_without_authentication() {
     let (_, out, _) = manifold(&dir, &["check"]);
     assert!(!out.contains("refuses to start"), "{out}");
 }
+
+#[test]
+fn a_header_or_variable_that_does_not_parse_is_named_by_position_never_repeated() {
+    let dir = temp_dir("secret-args");
+    let (code, _, err) = manifold(
+        &dir,
+        &[
+            "add",
+            "remote",
+            "https://mcp.example.com/mcp",
+            "--header",
+            "X-Team=core",
+            "--header",
+            "mfk_secret_value_0123",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the 2nd --header is not NAME=VALUE") && !err.contains("mfk_secret"),
+        "{err}"
+    );
+    let (code, _, err) = manifold(
+        &dir,
+        &[
+            "call",
+            "http://127.0.0.1:9/mcp",
+            "echo",
+            "--header",
+            "Bearer mfk_secret_value_0123",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the 1st --header is not 'Name: value' or 'Name=value'")
+            && !err.contains("mfk_secret"),
+        "{err}"
+    );
+    // manifold add takes curl's form too.
+    let (code, _, err) = manifold(
+        &dir,
+        &[
+            "add",
+            "remote",
+            "https://mcp.example.com/mcp",
+            "--header",
+            "X-Team: core",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(dir.join("manifold.toml")).unwrap();
+    assert!(text.contains(r#"headers = { X-Team = "core" }"#), "{text}");
+}

@@ -54,11 +54,14 @@ pub fn resolve(args: &TargetArgs, names_wanted: usize, usage: &str) -> Result<Re
             ));
         };
         let mut headers = Vec::new();
-        for h in &args.headers {
-            let (k, v) = h
-                .split_once(':')
-                .ok_or_else(|| usage_err(format!("--header {h:?} is not 'Name: value'")))?;
-            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        for (i, h) in args.headers.iter().enumerate() {
+            let pair = crate::pair_args::split_header(h).ok_or_else(|| {
+                usage_err(format!(
+                    "{} is not 'Name: value' or 'Name=value' (it is not shown: it may hold a credential)",
+                    crate::pair_args::position("--header", i)
+                ))
+            })?;
+            headers.push(pair);
         }
         let spec = HttpSpec {
             url: url.clone(),
