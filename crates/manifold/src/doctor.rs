@@ -11,7 +11,7 @@ use manifold_sandbox::{
     Control, Enforcement, HostProbe, Network, Report, SandboxError, SandboxSpec, SandboxedCommand,
     State,
 };
-use manifold_upstream::transport::stdio::StdioSandbox;
+use manifold_upstream::transport::stdio::{StdioSandbox, StdioSpec};
 
 use crate::report::{CliError, Outcome};
 
@@ -155,12 +155,12 @@ fn state_word(state: State) -> &'static str {
 
 /// Prints one server; returns why it would not start, if so.
 fn print_server(launcher: &Path, server: &ServerConfig) -> Option<String> {
-    let ServerKind::Stdio { spec, .. } = &server.kind else {
+    let ServerKind::Stdio { spec: stdio, .. } = &server.kind else {
         return None;
     };
     let name = &server.name;
     let disabled = if server.enabled { "" } else { " (disabled)" };
-    let spec_sandbox = &spec.sandbox;
+    let spec_sandbox = &stdio.sandbox;
     let spec = match spec_sandbox {
         StdioSandbox::Unset => {
             println!("  {name}{disabled}: no sandbox decided: unsandboxed");
@@ -182,6 +182,7 @@ fn print_server(launcher: &Path, server: &ServerConfig) -> Option<String> {
     };
     let unwritten = matches!(spec_sandbox, StdioSandbox::Default(_));
     println!("  {name}{disabled}: {}", describe(spec, unwritten));
+    print_exposure(stdio, spec);
     match run_trivial(launcher, spec) {
         Ok(report) => {
             print_report(&report);
@@ -215,6 +216,33 @@ fn unmet(name: &str, control: Control, detail: &str) -> String {
 }
 
 /// The resolved spec in one line: what the config layers merged into.
+/// What the exposure rule adds for the server's command line (the same call as at start), what
+/// it cannot bind, and a program that is not there: what "the sandbox hides a path" comes to.
+fn print_exposure(stdio: &StdioSpec, spec: &SandboxSpec) {
+    if let Some(why) = stdio.missing_program() {
+        println!("    its program: {why}");
+    }
+    let exposure =
+        manifold_sandbox::expose_command(spec, &stdio.command, &stdio.args, &stdio.lookup());
+    let shown: Vec<String> = (exposure.read_only.iter())
+        .map(|p| p.display().to_string())
+        .collect();
+    match shown.is_empty() {
+        true => println!("    sees besides the system dirs and the lists above: nothing more"),
+        false => println!(
+            "    sees read-only besides the system dirs and the lists above (its command's needs): {}",
+            shown.join(", ")
+        ),
+    }
+    for (path, dir) in &exposure.unreachable {
+        println!(
+            "    cannot see {}: the server's uid cannot search {} (chmod o+x it, or install the program elsewhere)",
+            path.display(),
+            dir.display()
+        );
+    }
+}
+
 fn describe(spec: &SandboxSpec, unwritten: bool) -> String {
     let network = match spec.network {
         Network::None => "none",

@@ -122,3 +122,39 @@ fn doctor_names_an_unmet_require_and_exits_1() {
         "the strict server still starts: {out}"
     );
 }
+
+/// What the exposure rule makes visible for a server's command, a program that is not there,
+/// and a container engine left to its container.
+#[test]
+fn doctor_lists_what_a_command_sees_a_missing_program_and_a_container_engine() {
+    let dir = scratch("cli-doctor-sees");
+    let app = dir.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let script = app.join("server.py");
+    std::fs::write(&script, "print()\n").unwrap();
+    let extra = format!(
+        "\n[servers.py]\ncommand = \"python3\"\nargs = [\"{}\"]\n\n\
+         [servers.gone]\ncommand = \"no-such-mcp-server\"\nenv = {{ PATH = \"/usr/bin:/bin\" }}\n\n\
+         [servers.image]\ncommand = \"docker\"\nargs = [\"run\", \"-i\", \"--rm\", \"mcp/x\"]\n",
+        script.display()
+    );
+    let (_, out, err) = doctor(&dir, &config(&dir, &extra));
+    let servers = out.split_once("servers:").unwrap().1;
+    // The script's dir (and python's own install, where it is not a system dir).
+    let py = servers.split_once("  py: ").unwrap().1;
+    let sees = py.lines().nth(1).unwrap();
+    assert!(
+        sees.starts_with(
+            "    sees read-only besides the system dirs and the lists above (its command's needs): "
+        ) && sees.contains(&app.display().to_string()),
+        "{servers}\n{err}"
+    );
+    assert!(
+        servers.contains("    its program: \"no-such-mcp-server\" is not an executable file in any dir of the PATH it gets (/usr/bin:/bin)"),
+        "{servers}"
+    );
+    assert!(
+        servers.contains("  image: profile default (none written), a container engine"),
+        "{servers}"
+    );
+}
