@@ -122,9 +122,10 @@ impl Gateway {
         self.inner.is_shutting_down()
     }
 
-    /// Waits until every upstream has finished its first start, or `limit` passes.
-    pub async fn wait_started(&self, limit: Duration) {
-        self.inner.wait_started(limit).await;
+    /// Waits until every upstream has finished its first start, or `limit` passes. Returns
+    /// whether they all had.
+    pub async fn wait_started(&self, limit: Duration) -> bool {
+        self.inner.wait_started(limit).await
     }
 
     /// The current catalog snapshot.

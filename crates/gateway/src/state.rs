@@ -144,17 +144,20 @@ impl Core {
     }
 
     /// Waits until every upstream has finished its first start (up or down; a lazy one not yet
-    /// needed counts as settled), or `limit` passes.
-    pub async fn wait_started(&self, limit: Duration) {
+    /// needed counts as settled), or `limit` passes. Returns whether they all had.
+    pub async fn wait_started(&self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
-        while tokio::time::Instant::now() < deadline {
+        loop {
             if self
                 .upstreams()
                 .iter()
                 .all(|u| u.status() != Status::Starting)
             {
                 self.rebuild();
-                return;
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -16,14 +16,19 @@ use std::time::Duration;
 
 use manifold_config::Config;
 use manifold_gateway::Gateway;
-use manifold_server::{Server, ServerSettings, SessionKey};
+use manifold_server::{FirstStart, Server, ServerSettings, SessionKey};
 
 use crate::config_file::config_path;
 use crate::gateway_config::{Stored, gateway_settings, upstream_definitions};
 use crate::report::{CliError, Outcome};
 
-/// How long `serve` waits for upstreams' first start before it begins answering anyway.
+/// How long `serve` waits for upstreams' first start before it begins answering anyway, and
+/// how long a `stdio` client's first requests wait for it.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
+/// How long a `stdio` client's `initialize` waits for the first start: long enough for a
+/// server that is installed to come up (so the capabilities are whole), short of the timeouts
+/// clients give a server to answer it.
+pub const GREETING_WAIT: Duration = Duration::from_secs(3);
 /// The file that holds a generated session key, inside the data directory.
 pub const SESSION_KEY_FILE: &str = "session.key";
 
@@ -77,15 +82,30 @@ async fn start_gateway(
     stored: &Stored,
     telemetry: std::sync::Arc<manifold_telemetry::Telemetry>,
 ) -> Result<Gateway, CliError> {
-    let mut settings = gateway_settings(config, stored);
-    settings.telemetry = telemetry;
-    let gateway = Gateway::start(settings, upstream_definitions(config, stored));
-    gateway.wait_started(STARTUP_WAIT).await;
-    if let Some(collision) = gateway.catalog_error() {
+    let gateway = start_core(config, stored, telemetry);
+    if let Some(collision) = collision_once_started(&gateway).await {
         gateway.shutdown().await;
         return Err(CliError::usage(format!("refusing to start: {collision}")));
     }
     Ok(gateway)
+}
+
+/// Starts the core, every upstream under supervision, without waiting for any.
+fn start_core(
+    config: &Config,
+    stored: &Stored,
+    telemetry: std::sync::Arc<manifold_telemetry::Telemetry>,
+) -> Gateway {
+    let mut settings = gateway_settings(config, stored);
+    settings.telemetry = telemetry;
+    Gateway::start(settings, upstream_definitions(config, stored))
+}
+
+/// Waits (bounded) for the upstreams' first start; then the name collision that keeps their
+/// catalog from being built, if there is one.
+async fn collision_once_started(gateway: &Gateway) -> Option<String> {
+    gateway.wait_started(STARTUP_WAIT).await;
+    gateway.catalog_error()
 }
 
 fn session_key(config: &Config) -> Result<SessionKey, CliError> {
@@ -276,7 +296,9 @@ pub async fn stdio(given: Option<&Path>, toolset: Option<&str>) -> Result<Outcom
     let store = crate::key_store::open_for_command(&config).await?;
     let fresh = crate::telemetry_setup::fresh_telemetry(&config);
     let (telemetry, trail) = crate::audit_trail::start(&config, &store, fresh);
-    let gateway = start_gateway(&config, &Stored::open(&config, &store).await?, telemetry).await?;
+    // The client is answered while the upstreams start (`FirstStart`); a collision among their
+    // names still stops this process, as it stops `serve`, once they have.
+    let gateway = start_core(&config, &Stored::open(&config, &store).await?, telemetry);
     let operators = match stdio_operators(&config, &gateway).await {
         Ok(o) => o,
         Err(e) => {
@@ -285,13 +307,25 @@ pub async fn stdio(given: Option<&Path>, toolset: Option<&str>) -> Result<Outcom
         }
     };
     crate::process_memory::release_startup_code_now_and_once_settled();
-    let outcome = manifold_server::serve_stdio_in(
+    let serving = manifold_server::serve_stdio_in(
         gateway.clone(),
         toolset.map(std::sync::Arc::from),
+        FirstStart::new(GREETING_WAIT, STARTUP_WAIT),
         tokio::io::stdin(),
         tokio::io::stdout(),
-    )
-    .await;
+    );
+    let collision = async {
+        match collision_once_started(&gateway).await {
+            Some(c) => c,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        served = serving => served
+            .map(|()| Outcome::Success)
+            .map_err(|e| CliError::usage(format!("the stdio connection failed: {e}"))),
+        c = collision => Err(CliError::usage(format!("refusing to go on: {c}"))),
+    };
     if let Some(o) = operators {
         o.shutdown();
     }
@@ -300,8 +334,6 @@ pub async fn stdio(given: Option<&Path>, toolset: Option<&str>) -> Result<Outcom
         trail.stop().await;
     }
     outcome
-        .map(|()| Outcome::Success)
-        .map_err(|e| CliError::usage(format!("the stdio connection failed: {e}")))
 }
 
 /// `/metrics`, `/healthz` and `/readyz` on `telemetry.admin_listen` beside `manifold stdio`: the

@@ -163,3 +163,94 @@ fn log_format_json_writes_one_json_object_per_line_on_stderr() {
     let v = listens.expect("a JSON line saying the gateway listens");
     assert_eq!(v["level"], "INFO", "{v}");
 }
+
+/// Reads `manifold stdio`'s answers on a thread, so that a test can bound each wait.
+fn answer_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<serde_json::Value> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next answer, past notifications (a `list_changed` as a server comes up).
+fn next_answer(
+    answers: &std::sync::mpsc::Receiver<serde_json::Value>,
+    within: std::time::Duration,
+) -> serde_json::Value {
+    loop {
+        let v = answers.recv_timeout(within).unwrap();
+        if v.get("id").is_some() {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn stdio_greets_while_a_server_starts_and_lists_its_tools_once_it_has() {
+    use std::io::Write as _;
+    use std::time::Duration;
+    // Shorter than the 30 s the gateway gives a first start: a greeting that waited for this
+    // server would not come in time.
+    const GREETING_GUARD: Duration = Duration::from_secs(20);
+    let dir = temp_dir("slow-start");
+    let go = dir.join("go");
+    let peer = manifold_testkit::test_peer().unwrap();
+    let cfg = dir.join("manifold.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[gateway]\ndata_dir = \"{}\"\n\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e '{}' ]; do sleep 0.05; done; exec '{}' stdio\"]\nsandbox = {{ profile = \"off\" }}\n",
+            dir.join("data").display(),
+            go.display(),
+            peer.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(MANIFOLD)
+        .args(["stdio", "--config", cfg.to_str().unwrap()])
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let answers = answer_lines(child.stdout.take().unwrap());
+    let mut send = |line: &str| writeln!(stdin, "{line}").unwrap();
+
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    let greeting = next_answer(&answers, GREETING_GUARD);
+    assert_eq!(greeting["id"], 1, "{greeting}");
+    assert_eq!(greeting["result"]["protocolVersion"], "2025-06-18");
+    assert!(!go.exists());
+
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    // A ping does not read the catalog: it is answered while the list waits for the server.
+    let pong = next_answer(&answers, GREETING_GUARD);
+    assert_eq!(pong["id"], 3, "{pong}");
+
+    std::fs::write(&go, "").unwrap();
+    let listed = next_answer(&answers, Duration::from_secs(60));
+    assert_eq!(listed["id"], 2, "{listed}");
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"slow__echo"), "{names:?}");
+    drop(stdin);
+    let _ = child.wait();
+}

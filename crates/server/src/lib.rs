@@ -11,6 +11,7 @@ pub mod accept;
 pub mod allowlist;
 pub mod error;
 pub mod events;
+pub mod first_start;
 pub mod http;
 pub mod in_process;
 pub mod limits;
@@ -28,6 +29,7 @@ pub mod stream_log;
 
 pub use allowlist::{HostAllowlist, HostPattern, OriginPattern, PatternError};
 pub use error::ServerError;
+pub use first_start::FirstStart;
 pub use http::{BoundServer, OperatorServer, Server};
 pub use limits::Limits;
 pub use session_key::SessionKey;

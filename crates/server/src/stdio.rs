@@ -5,7 +5,8 @@
 //! one writer task, so nothing (logs included) can interleave with it. Requests run concurrently;
 //! `notifications/cancelled` stops one (and ends a `subscriptions/listen`), and closing the reader
 //! cancels everything. Messages tied to a call are queued to the writer without waiting; past
-//! [`STDIO_OUTBOX`] queued lines such a message is dropped (answers never are).
+//! [`STDIO_OUTBOX`] queued lines such a message is dropped (answers never are). Requests wait
+//! for the upstreams' first start as [`FirstStart`] bounds it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::ListenFilter;
+use crate::first_start::FirstStart;
 use crate::limits::MAX_IN_FLIGHT;
 use crate::modern_meta::{looks_modern, read_meta};
 use crate::session::{ClientSession, ModernPeer, Outlet, negotiate, run_call, run_session_call};
@@ -58,6 +60,7 @@ struct Connection {
     toolset: Option<Arc<str>>,
     core: Arc<ClientSession>,
     initialized: AtomicBool,
+    first_start: FirstStart,
     writer: Writer,
     ended: CancellationToken,
 }
@@ -68,13 +71,15 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    serve_stdio_in(gateway, None, reader, writer).await
+    serve_stdio_in(gateway, None, FirstStart::settled(), reader, writer).await
 }
 
-/// As [`serve_stdio`], the client seeing only the tool set `toolset` (checked by the caller).
+/// As [`serve_stdio`], the client seeing only the tool set `toolset` (checked by the caller),
+/// its requests waiting for the upstreams' first start as `first_start` says.
 pub async fn serve_stdio_in<R, W>(
     gateway: Gateway,
     toolset: Option<Arc<str>>,
+    first_start: FirstStart,
     mut reader: R,
     mut writer: W,
 ) -> std::io::Result<()>
@@ -105,6 +110,7 @@ where
             MAX_IN_FLIGHT,
         )),
         initialized: AtomicBool::new(false),
+        first_start,
         writer: Writer(tx),
         ended: CancellationToken::new(),
     });
@@ -160,6 +166,7 @@ impl Connection {
         };
         let method = message.method().unwrap_or_default().to_owned();
         if method == meta::method::INITIALIZE {
+            self.first_start.before_greeting(&self.gateway).await;
             let answer = match negotiate(&message) {
                 Ok(view) => {
                     let revision = view.revision;
@@ -190,7 +197,11 @@ impl Connection {
             Err(e) => return self.writer.answer(&Message::error(Some(id), &e)).await,
         };
         let conn = Arc::clone(self);
+        let reads_catalog = method != meta::method::PING;
         tokio::spawn(async move {
+            if reads_catalog {
+                conn.first_start.before_request(&conn.gateway).await;
+            }
             let outlet = Arc::new(conn.writer.clone());
             if let Some(r) = run_session_call(
                 &conn.gateway,
@@ -215,6 +226,7 @@ impl Connection {
         };
         let method = message.method().unwrap_or_default();
         if method == meta::method::DISCOVER {
+            self.first_start.before_greeting(&self.gateway).await;
             let r = Message::result(&id, &self.gateway.discover_result());
             return self.writer.answer(&r).await;
         }
@@ -252,6 +264,7 @@ impl Connection {
             return;
         }
         tokio::spawn(async move {
+            conn.first_start.before_request(&conn.gateway).await;
             let ctx = RequestContext {
                 client: meta.client_view(),
                 peer: Arc::new(ModernPeer {
