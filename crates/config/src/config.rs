@@ -42,6 +42,8 @@ pub struct Config {
     pub dashboard: crate::load::dashboard::DashboardSettings,
     /// The `[metaforge]` section: whether the MetaForge dialect is answered at `/rpc`.
     pub metaforge: crate::load::metaforge::MetaforgeSettings,
+    /// The `[rest]` section: whether the tools are served as a REST API at `/rest`.
+    pub rest: crate::load::rest::RestSettings,
     /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
     pub tools: Vec<crate::load::tools::ConfiguredTool>,
     /// `[toolsets.NAME]`: the sets served at `/mcp/NAME`, as the gateway's own specs (compiled
@@ -74,6 +76,7 @@ impl Config {
             authoring: crate::load::authoring::AuthoringSettings::default(),
             dashboard: crate::load::dashboard::DashboardSettings::default(),
             metaforge: crate::load::metaforge::MetaforgeSettings::default(),
+            rest: crate::load::rest::RestSettings::default(),
             tools: Vec::new(),
             toolsets: Vec::new(),
             secrets,

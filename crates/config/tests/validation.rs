@@ -129,7 +129,7 @@ fn unknown_top_level_keys_are_explained() {
     );
     assert_eq!(
         error("[zzzzzz]"),
-        "zzzzzz: unknown key; the keys here are gateway, servers, rules, rate_limits, auth, telemetry, store, sandbox, audit, approvals, authoring, dashboard, metaforge, tools, toolsets"
+        "zzzzzz: unknown key; the keys here are gateway, servers, rules, rate_limits, auth, telemetry, store, sandbox, audit, approvals, authoring, dashboard, metaforge, rest, tools, toolsets"
     );
 }
 

@@ -204,11 +204,15 @@ impl Exceeded {
 /// For an HTTP transport: the whole seconds of a `Retry-After` header for a response that
 /// refuses a request over a rate limit (-32006 with `data.retryAfterMs`); `None` for any other.
 pub fn retry_after_secs_of(response: &manifold_wire::Message) -> Option<u64> {
-    let error = response.error_object()?;
+    retry_after_secs_of_error(&response.error_object()?)
+}
+
+/// As [`retry_after_secs_of`], for the error itself.
+pub fn retry_after_secs_of_error(error: &manifold_wire::ErrorObject) -> Option<u64> {
     if error.code != manifold_wire::ErrorCode::Overloaded.code() {
         return None;
     }
-    let ms = manifold_wire::patch::get(error.data?.get(), &["retryAfterMs"])
+    let ms = manifold_wire::patch::get(error.data.as_ref()?.get(), &["retryAfterMs"])
         .ok()
         .flatten()?
         .trim()

@@ -135,6 +135,7 @@ fn server_settings(config: &Config, listen: SocketAddr) -> Result<ServerSettings
     settings.metrics_endpoint = config.telemetry.metrics;
     settings.admin_listen = config.telemetry.admin_listen;
     settings.metaforge_rpc = config.metaforge.enabled;
+    settings.rest_tools = config.rest.enabled;
     Ok(settings)
 }
 

@@ -102,6 +102,15 @@ pub async fn request(gateway: &Gateway, who: &OnBehalf, method: &str, params: &V
     }
 }
 
+/// The server a listed tool comes from, as callers outside MCP are told it: `manifold` for
+/// Manifold's own tools.
+pub fn server_of_tool(catalog: &manifold_gateway::catalog::build::Catalog, tool: &Value) -> String {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+    catalog
+        .tool_entry(name)
+        .map_or_else(|| "manifold".to_owned(), |e| e.server.to_string())
+}
+
 /// Every item of a paginated list (`tools/list` and the like) as `who` sees it.
 pub async fn list_all(
     gateway: &Gateway,

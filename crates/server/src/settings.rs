@@ -34,6 +34,9 @@ pub struct ServerSettings {
     pub operator_ui: Option<OperatorUi>,
     /// Whether the MetaForge dialect is served at `POST /rpc` (`http/metaforge.rs`).
     pub metaforge_rpc: bool,
+    /// Whether the tools are served as a REST API described by OpenAPI at `/rest`
+    /// (`http/rest_tools.rs`).
+    pub rest_tools: bool,
     /// How legacy session messages reach the replica holding their call (`relay.rs`); `None`:
     /// one replica, or replicas whose clients keep each session on one of them.
     pub relay: Option<crate::relay::SessionRelay>,
@@ -64,6 +67,7 @@ impl ServerSettings {
             admin_listen: None,
             operator_ui: None,
             metaforge_rpc: false,
+            rest_tools: false,
             relay: None,
         }
     }

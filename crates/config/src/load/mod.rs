@@ -13,6 +13,7 @@ pub(crate) mod metaforge;
 pub(crate) mod overrides;
 mod patterns;
 mod reader;
+pub(crate) mod rest;
 pub(crate) mod retry_policy;
 mod rules;
 mod sandbox;
@@ -50,6 +51,7 @@ const TOP_KEYS: &[&str] = &[
     "authoring",
     "dashboard",
     "metaforge",
+    "rest",
     "tools",
     "toolsets",
 ];
@@ -185,6 +187,7 @@ pub(crate) fn load_text(
     let authoring = authoring::read_authoring(&mut reader, root.get("authoring"));
     let dashboard = dashboard::read_dashboard(&mut reader, root.get("dashboard"));
     let metaforge = metaforge::read_metaforge(&mut reader, root.get("metaforge"));
+    let rest = rest::read_rest(&mut reader, root.get("rest"));
     let tools = tools::read_tools(&mut reader, root.get("tools"));
     let toolsets = toolsets::read_toolsets(&mut reader, root.get("toolsets"), &servers);
     let secrets = reader.finish()?;
@@ -202,6 +205,7 @@ pub(crate) fn load_text(
     config.authoring = authoring;
     config.dashboard = dashboard;
     config.metaforge = metaforge;
+    config.rest = rest;
     config.tools = tools;
     config.toolsets = toolsets;
     Ok(config)

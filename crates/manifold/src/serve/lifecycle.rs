@@ -258,6 +258,10 @@ fn needs_restart(started: &Config, next: &Config) -> Vec<&'static str> {
     differs("[telemetry]", started.telemetry != next.telemetry);
     differs("[audit]", started.audit != next.audit);
     differs("[store]", started.store != next.store);
+    // The endpoints these switch on or off are routed when the listener starts.
+    differs("[rest]", started.rest != next.rest);
+    differs("[metaforge]", started.metaforge != next.metaforge);
+    differs("[dashboard]", started.dashboard != next.dashboard);
     keys
 }
 
@@ -345,6 +349,13 @@ mod tests {
                 &config("listen = \"127.0.0.1:1\"\nsession_idle_ttl = \"1m\"\n")
             ),
             ["gateway.listen", "gateway.session_idle_ttl"]
+        );
+        assert_eq!(
+            needs_restart(
+                &started,
+                &config("\n[rest]\nenabled = true\n\n[metaforge]\nenabled = true\n")
+            ),
+            ["[rest]", "[metaforge]"]
         );
     }
 

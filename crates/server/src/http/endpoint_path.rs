@@ -1,12 +1,16 @@
-//! What an HTTP path names: which MCP endpoint it is, and the tool set `/mcp/NAME`,
-//! `/sse/NAME` or `/message/NAME` puts a request in. Pure functions of the path, below the
+//! What an HTTP path names: which MCP endpoint it is (the REST view's paths, `/rest/...`, are
+//! one), and the tool set `/mcp/NAME`, `/sse/NAME` or `/message/NAME` puts a request in. Pure functions of the path, below the
 //! middlewares and transports that ask.
 
 /// The paths whose traffic is MCP traffic (probes and scrapes are not counted).
-pub(crate) const MCP_PATHS: [&str; 4] = ["/mcp", "/sse", "/message", "/rpc"];
+pub(crate) const MCP_PATHS: [&str; 5] = ["/mcp", "/sse", "/message", "/rpc", "/rest"];
 
-/// The endpoint a path is, with its tool set taken off: `/mcp/NAME` is `/mcp`.
+/// The endpoint a path is, with its tool set taken off: `/mcp/NAME` is `/mcp`, and every
+/// `/rest/...` is `/rest` (tool names stay out of metric labels).
 pub(crate) fn endpoint_of(path: &str) -> &str {
+    if path.starts_with("/rest/") {
+        return "/rest";
+    }
     match toolset_in_path(path) {
         Some(name) => &path[..path.len() - name.len() - 1],
         None => path,
@@ -44,5 +48,7 @@ mod tests {
         assert_eq!(endpoint_of("/message/x"), "/message");
         assert_eq!(endpoint_of("/mcp"), "/mcp");
         assert_eq!(endpoint_of("/metrics"), "/metrics");
+        assert_eq!(endpoint_of("/rest/openapi.json"), "/rest");
+        assert_eq!(endpoint_of("/rest/py__echo"), "/rest");
     }
 }

@@ -18,13 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use manifold_wire::ErrorObject;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::edge_facts::EdgeFacts;
+use super::failure_class::FailureClass;
 use crate::in_process::{self, OnBehalf};
 
 /// What the dialect's requests declare as their client (audit rows name it).
@@ -33,12 +34,7 @@ const CLIENT_INFO: &str = r#"{"name":"metaforge-rpc","version":"1"}"#;
 pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
 
 fn answer(body: Value) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    super::reply::json(StatusCode::OK, body.to_string())
 }
 
 fn failure(
@@ -61,24 +57,13 @@ fn success(id: &Value, result: Value) -> Response {
     answer(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
 }
 
-/// The MetaForge `error_type` of a gateway error.
+/// The MetaForge `error_type` of a gateway error. The dialect names its own deadline
+/// (`timeout_seconds`) `timeout`; the gateway's, and a server's need of a capability the
+/// dialect cannot offer, are upstream errors to it, as they always were.
 fn error_type(e: &ErrorObject) -> &'static str {
-    let data: Value = e
-        .data
-        .as_ref()
-        .and_then(|d| serde_json::from_str(d.get()).ok())
-        .unwrap_or(Value::Null);
-    match e.code {
-        -32602 if e.message.starts_with("unknown tool") => "not_found",
-        -32602 => "invalid_arguments",
-        -32007 if data.get("code").and_then(Value::as_str) == Some("approval_required") => {
-            "approval_required"
-        }
-        -32007 => "forbidden",
-        -32006 => "rate_limited",
-        -32003 => "cancelled",
-        -32603 | -32700 | -32600 => "internal",
-        _ => "upstream_error",
+    match FailureClass::of(e) {
+        FailureClass::Timeout | FailureClass::NeedsInput => "upstream_error",
+        class => class.word(),
     }
 }
 
@@ -171,9 +156,7 @@ async fn tool_list(state: &AppState, who: &OnBehalf, id: &Value) -> Response {
         .iter()
         .map(|t| {
             let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
-            let adapter = catalog
-                .tool_entry(name)
-                .map_or_else(|| "manifold".to_owned(), |e| e.server.to_string());
+            let adapter = in_process::server_of_tool(&catalog, t);
             json!({
                 "tool_id": name,
                 "adapter": adapter,
@@ -351,41 +334,11 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn error(code: i64, message: &str, data: Option<&str>) -> ErrorObject {
-        ErrorObject {
-            code,
-            message: message.to_owned(),
-            data: data.map(|d| serde_json::value::RawValue::from_string(d.to_owned()).unwrap()),
-        }
-    }
-
     #[test]
-    fn gateway_errors_get_the_dialects_error_types() {
-        assert_eq!(
-            error_type(&error(-32602, "unknown tool \"x\"; ...", None)),
-            "not_found"
-        );
-        assert_eq!(
-            error_type(&error(-32602, "arguments: ...", None)),
-            "invalid_arguments"
-        );
-        assert_eq!(
-            error_type(&error(
-                -32007,
-                "held",
-                Some(r#"{"code":"approval_required"}"#)
-            )),
-            "approval_required"
-        );
-        assert_eq!(error_type(&error(-32007, "rule x", None)), "forbidden");
-        assert_eq!(
-            error_type(&error(-32006, "slow down", None)),
-            "rate_limited"
-        );
-        assert_eq!(error_type(&error(-32003, "cancelled", None)), "cancelled");
-        assert_eq!(
-            error_type(&error(-32000, "server said no", None)),
-            "upstream_error"
-        );
+    fn the_gateways_own_deadline_is_an_upstream_error_to_the_dialect() {
+        let e = ErrorObject::new(manifold_wire::ErrorCode::RequestTimeout, "deadline");
+        assert_eq!(error_type(&e), "upstream_error");
+        let e = ErrorObject::new(manifold_wire::ErrorCode::Forbidden, "rule x");
+        assert_eq!(error_type(&e), "forbidden");
     }
 }

@@ -12,6 +12,7 @@ pub mod drain;
 pub(crate) mod edge_facts;
 pub(crate) mod endpoint_path;
 pub(crate) mod exchange;
+mod failure_class;
 pub mod guard;
 pub mod legacy_sessions;
 pub mod metaforge;
@@ -20,6 +21,7 @@ pub mod modern;
 pub mod operator;
 pub(crate) mod relay_inbox;
 pub mod reply;
+pub mod rest_tools;
 pub(crate) mod self_wake;
 pub(crate) mod shared_state;
 pub mod sse_transport;
@@ -158,10 +160,18 @@ fn router(state: Arc<AppState>) -> Router {
     } else {
         Router::new()
     };
+    let rest = if state.settings.rest_tools {
+        Router::new()
+            .route("/rest/openapi.json", get(rest_tools::document))
+            .route("/rest/{name}", post(rest_tools::call))
+    } else {
+        Router::new()
+    };
     // The MCP endpoints: one middleware runs every check in front of them, metering first
     // (`admission.rs`). Their handlers read the body with their own bound.
     let mcp = Router::new()
         .merge(dialect)
+        .merge(rest)
         .route("/mcp", any(streamable::endpoint))
         .route("/sse", get(sse_transport::open))
         .route("/message", post(sse_transport::message))
