@@ -42,6 +42,8 @@ pub struct Config {
     pub dashboard: crate::load::dashboard::DashboardSettings,
     /// The `[metaforge]` section: whether the MetaForge dialect is answered at `/rpc`.
     pub metaforge: crate::load::metaforge::MetaforgeSettings,
+    /// `[servers.NAME] cache_ttl`: how long each server's read-only, idempotent answers are kept.
+    pub result_cache: crate::load::result_cache::ResultCacheSettings,
     /// The `[rest]` section: whether the tools are served as a REST API at `/rest`.
     pub rest: crate::load::rest::RestSettings,
     /// `[tools.NAME]`: authored tools kept in the file, as `manifold_create_tool` arguments.
@@ -77,6 +79,7 @@ impl Config {
             dashboard: crate::load::dashboard::DashboardSettings::default(),
             metaforge: crate::load::metaforge::MetaforgeSettings::default(),
             rest: crate::load::rest::RestSettings::default(),
+            result_cache: crate::load::result_cache::ResultCacheSettings::default(),
             tools: Vec::new(),
             toolsets: Vec::new(),
             secrets,

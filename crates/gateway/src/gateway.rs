@@ -66,6 +66,7 @@ impl Gateway {
                 reconfiguring: tokio::sync::Mutex::new(()),
                 calls: Arc::default(),
                 access,
+                results: crate::result_cache::ResultCache::default(),
             }),
         };
         for u in gateway.inner.upstreams().iter() {

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod rate_limit;
 pub mod reconfigure;
 mod request_notes;
+pub mod result_cache;
 mod result_links;
 pub mod router;
 pub mod server_requests;

@@ -9,12 +9,15 @@
 //! 3. resolve: the exposed name to its server and the name there (`router.rs`, `resolve_tool`);
 //! 4. approve: a call an ask rule matched waits for a person (`approval/stage.rs`);
 //! 5. forward: renamed, with trace context and the caller's token, retried when idempotent
-//!    (`router.rs`, `forward_with_retries`; `call_record.rs`, `forward`);
+//!    (`router.rs`, `forward_with_retries`; `call_record.rs`, `forward`); or, for a read-only,
+//!    idempotent tool of a server with a `cache_ttl`, the answer its server gave this caller for
+//!    these arguments a moment ago (`result_cache.rs`), and a fresh answer kept for next time;
 //! 6. patch back: exposed URIs, hidden resources out, the size cap, `_meta` notes
 //!    (`router.rs`, `patched_back`).
 
 use manifold_wire::{ErrorCode, Message};
 
+use crate::result_cache::ToolCallFacts;
 use crate::router::{Staged, ToolCallAnswer, error, renamed, respond};
 use crate::state::Core;
 
@@ -48,7 +51,8 @@ impl Core {
             Err(refusal) => return (*refusal).into(),
         };
         // 4. Approve.
-        let cap = self.upstream(server).and_then(|u| u.def.max_timeout);
+        let upstream = self.upstream(server);
+        let cap = upstream.as_ref().and_then(|u| u.def.max_timeout);
         let definition = catalog.tool_entry(&name).map(|e| e.raw.as_str());
         let staged = self
             .stage(ctx, request, ask, server, &name, definition, cap)
@@ -58,7 +62,23 @@ impl Core {
             Staged::Answer(raw) => return respond(ctx, id, raw).into(),
             Staged::Refuse(refusal) => return refusal.into(),
         };
-        // 5. Forward.
+        // 5. Forward, or answer from the result cache.
+        let facts = ToolCallFacts {
+            server,
+            original,
+            name: &name,
+            approved: approval.is_some(),
+        };
+        let cacheable = upstream
+            .as_deref()
+            .and_then(|u| self.cacheable(ctx, &catalog, &request, u, &facts));
+        if let Some(c) = &cacheable
+            && let Some((kept, age)) = self.results.get(&c.key, c.asked)
+        {
+            self.settings().telemetry.metrics.result_cache_hit(server);
+            let kept = crate::result_cache::marked_as_kept(&kept, age);
+            return self.patched_back(ctx, id, (&catalog, server), (Ok(kept), 0), None);
+        }
         let outgoing = match renamed(&request, original) {
             Ok(m) => m,
             Err(refusal) => return (*refusal).into(),
@@ -67,6 +87,9 @@ impl Core {
         let forwarded = self
             .forward_with_retries(ctx, server, &outgoing, idempotent)
             .await;
+        if let (Some(c), (Ok(response), _)) = (&cacheable, &forwarded) {
+            self.results.put(c.key, response, c.ttl, c.asked);
+        }
         // 6. Patch back.
         self.patched_back(ctx, id, (&catalog, server), forwarded, approval.as_ref())
     }

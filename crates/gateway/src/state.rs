@@ -47,6 +47,8 @@ pub struct Core {
     pub(crate) calls: Arc<crate::drain::CallTracker>,
     /// Rules, rate limits and task owners in force; replaced by a reload.
     pub(crate) access: crate::policy::Access,
+    /// Answers of read-only, idempotent tools, for servers with a `cache_ttl`.
+    pub(crate) results: crate::result_cache::ResultCache,
 }
 
 /// An upstream's supervisor task and the signal that stops it.
@@ -369,6 +371,8 @@ pub(crate) fn rebuild_and_tell(inner: &Core, everything_changed: bool) {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.raw == y.raw)
             };
             if everything_changed || !same(&prev.tools, &now.tools) {
+                // A changed tool, or changed rules, may answer otherwise.
+                inner.results.clear();
                 let _ = inner.events.send(GatewayEvent::ToolsChanged);
             }
             if everything_changed || !same(&prev.prompts, &now.prompts) {

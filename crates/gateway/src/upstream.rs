@@ -80,6 +80,10 @@ pub struct UpstreamDefinition {
     /// For a lazy upstream: stop its connection (its child process) after this long without a
     /// call; the next call starts it again. Ignored for eager upstreams.
     pub idle_shutdown: Option<Duration>,
+    /// How long answers of its read-only, idempotent tools are kept and given again to the
+    /// same caller for the same arguments (`[servers.NAME] cache_ttl`, `result_cache.rs`);
+    /// `None`: never.
+    pub result_cache_ttl: Option<Duration>,
     /// What is shown of its tools instead of what it says (`catalog/overrides.rs`), by the
     /// upstream's tool name.
     pub tool_overrides: Arc<crate::catalog::overrides::ToolOverrides>,
@@ -138,6 +142,7 @@ impl UpstreamDefinition {
             max_retries: MAX_CALL_RETRIES,
             lazy: false,
             idle_shutdown: None,
+            result_cache_ttl: None,
             tool_overrides: Arc::default(),
         }
     }
@@ -159,6 +164,7 @@ impl UpstreamDefinition {
             && self.restart == other.restart
             && self.lazy == other.lazy
             && self.idle_shutdown == other.idle_shutdown
+            && self.result_cache_ttl == other.result_cache_ttl
             && self.max_retries == other.max_retries
             && self.tool_overrides == other.tool_overrides
     }

@@ -164,6 +164,7 @@ pub fn upstream_definitions(config: &Config, stored: &Stored) -> Vec<UpstreamDef
             def.idempotent_tools = retry.idempotent_tools;
             def.lazy = s.startup == manifold_config::Startup::Lazy;
             def.idle_shutdown = config.lifecycle.idle_shutdown_of(&s.name);
+            def.result_cache_ttl = config.result_cache.ttl_of(&s.name);
             // Only a stdio server has a scope; every other one is shared.
             def.scope = s.scope().unwrap_or_default();
             def

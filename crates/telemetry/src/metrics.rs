@@ -342,6 +342,7 @@ pub struct Metrics {
     upstream_restarts: Family<UpstreamLabels, Counter>,
     upstream_last_restart: Family<UpstreamLabels, TimestampGauge>,
     tool_call_retries: Family<UpstreamLabels, Counter>,
+    result_cache_hits: Family<UpstreamLabels, Counter>,
     bytes_in: Counter,
     bytes_out: Counter,
     rejected: Vec<Counter>,
@@ -442,6 +443,12 @@ impl Metrics {
             "Idempotent tool calls tried again after their upstream died, refused or timed out, by upstream",
             tool_call_retries.clone(),
         );
+        let result_cache_hits = Family::<UpstreamLabels, Counter>::default();
+        registry.register(
+            "manifold_result_cache_hits",
+            "Tool calls answered from the result cache (cache_ttl) without their upstream, by upstream",
+            result_cache_hits.clone(),
+        );
         let bytes = Family::<DirectionLabels, Counter>::default();
         registry.register(
             "manifold_http_bytes",
@@ -506,6 +513,7 @@ impl Metrics {
             upstream_restarts,
             upstream_last_restart,
             tool_call_retries,
+            result_cache_hits,
             bytes_in,
             bytes_out,
             rejected,
@@ -524,6 +532,15 @@ impl Metrics {
     /// Counts one retry of an idempotent tool call to `upstream` (a configured name: bounded).
     pub fn retried(&self, upstream: &str) {
         self.tool_call_retries
+            .get_or_create(&UpstreamLabels {
+                upstream: upstream.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one tool call answered from the result cache (`upstream`: a configured name).
+    pub fn result_cache_hit(&self, upstream: &str) {
+        self.result_cache_hits
             .get_or_create(&UpstreamLabels {
                 upstream: upstream.to_owned(),
             })

@@ -14,6 +14,7 @@ pub(crate) mod overrides;
 mod patterns;
 mod reader;
 pub(crate) mod rest;
+pub(crate) mod result_cache;
 pub(crate) mod retry_policy;
 mod rules;
 mod sandbox;
@@ -180,6 +181,7 @@ pub(crate) fn load_text(
     let lifecycle = lifecycle::read_lifecycle(&mut reader, root, &servers);
     let telemetry = telemetry::read_telemetry(&mut reader, root.get("telemetry"));
     let retries = retry_policy::read_retry_policy(&mut reader, root);
+    let result_cache = result_cache::read_result_cache(&mut reader, root, &servers);
     let overrides = overrides::read_overrides(&mut reader, root);
     let store = store::read_store(&mut reader, root.get("store"));
     let audit = audit::read_audit(&mut reader, root.get("audit"));
@@ -198,6 +200,7 @@ pub(crate) fn load_text(
     config.auth = auth;
     config.telemetry = telemetry;
     config.retries = retries;
+    config.result_cache = result_cache;
     config.overrides = overrides;
     config.store = store;
     config.audit = audit;

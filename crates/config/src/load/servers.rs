@@ -57,6 +57,8 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "idempotent_tools",
     // Read by load/overrides.rs.
     "overrides",
+    // Read by load/result_cache.rs.
+    "cache_ttl",
 ];
 
 const STDIO_ONLY: &[&str] = &["args", "env", "env_allow", "cwd", "scope", "idle_shutdown"];
