@@ -17,7 +17,7 @@
 
 use manifold_wire::{ErrorCode, Message};
 
-use crate::result_cache::ToolCallFacts;
+use crate::result_cache::{Cacheable, ToolCall};
 use crate::router::{Staged, ToolCallAnswer, error, renamed, respond};
 use crate::state::Core;
 
@@ -63,15 +63,10 @@ impl Core {
             Staged::Refuse(refusal) => return refusal.into(),
         };
         // 5. Forward, or answer from the result cache.
-        let facts = ToolCallFacts {
-            server,
-            original,
-            name: &name,
-            approved: approval.is_some(),
-        };
-        let cacheable = upstream
-            .as_deref()
-            .and_then(|u| self.cacheable(ctx, &catalog, &request, u, &facts));
+        let cacheable = upstream.as_deref().and_then(|u| {
+            let call = (server, original, name.as_str());
+            self.cache_part(ctx, &catalog, &request, u, call, approval.is_some())
+        });
         if let Some(c) = &cacheable
             && let Some((kept, age)) = self.results.get(&c.key, c.asked)
         {
@@ -88,9 +83,36 @@ impl Core {
             .forward_with_retries(ctx, server, &outgoing, idempotent)
             .await;
         if let (Some(c), (Ok(response), _)) = (&cacheable, &forwarded) {
-            self.results.put(c.key, response, c.ttl, c.asked);
+            self.results
+                .put(c.key, response, (c.ttl, c.asked, c.generation));
         }
         // 6. Patch back.
         self.patched_back(ctx, id, (&catalog, server), forwarded, approval.as_ref())
+    }
+
+    /// The result cache's part in a call (`result_cache.rs`): `None`, after one test, for a
+    /// server without `cache_ttl`, and for a call the cache may not answer.
+    fn cache_part(
+        &self,
+        ctx: &crate::context::RequestContext,
+        catalog: &crate::catalog::build::Catalog,
+        request: &Message,
+        upstream: &crate::upstream::Upstream,
+        (server, original, name): (&str, &str, &str),
+        approved: bool,
+    ) -> Option<Cacheable> {
+        let ttl = upstream.def.result_cache_ttl?;
+        let call = ToolCall {
+            ttl,
+            session_scoped: upstream.def.scope == crate::upstream::Scope::Session,
+            approved,
+            caller: ctx.caller.as_deref().map(|c| c.name.as_str()),
+            server,
+            original,
+            definition: catalog.tool_entry(name).map(|e| e.raw.as_str()),
+            arguments: request.params_raw(&["arguments"]).unwrap_or("{}"),
+        };
+        self.results
+            .cacheable(&call, || self.idempotent(catalog, server, original, name))
     }
 }

@@ -64,6 +64,9 @@ struct Entry {
 struct Entries {
     map: HashMap<CacheKey, Entry, foldhash::fast::RandomState>,
     bytes: usize,
+    /// Counts the clears: an answer asked for before one (under the old tools or rules) is not
+    /// kept after it.
+    generation: u64,
 }
 
 impl Entries {
@@ -134,9 +137,21 @@ impl ResultCache {
         ))
     }
 
+    /// What [`ResultCache::put`] is given with an answer: the cache as it was when the call
+    /// was asked for.
+    pub fn generation(&self) -> u64 {
+        self.entries().generation
+    }
+
     /// Keeps `response` for `ttl` from `now` if it is a whole, successful tool result of a
-    /// keepable size; says whether it was kept.
-    pub fn put(&self, key: CacheKey, response: &Message, ttl: Duration, now: Instant) -> bool {
+    /// keepable size, and the cache was not emptied since `generation`; says whether it was
+    /// kept.
+    pub fn put(
+        &self,
+        key: CacheKey,
+        response: &Message,
+        (ttl, now, generation): (Duration, Instant, u64),
+    ) -> bool {
         let Some(result) = response.result_raw() else {
             return false;
         };
@@ -145,6 +160,9 @@ impl ResultCache {
         }
         let bytes = result.len();
         let mut entries = self.entries();
+        if entries.generation != generation {
+            return false;
+        }
         entries.remove(&key);
         entries.make_room(bytes, now);
         entries.bytes += bytes;
@@ -165,6 +183,7 @@ impl ResultCache {
         let mut entries = self.entries();
         entries.map.clear();
         entries.bytes = 0;
+        entries.generation += 1;
     }
 
     /// Entries kept now (expired ones not yet dropped included).
@@ -195,60 +214,62 @@ pub fn marked_as_kept(kept: &Message, age: Duration) -> Message {
 }
 
 /// Where a call that may be answered from the cache is kept, and for how long.
-pub(crate) struct Cacheable {
-    pub(crate) key: CacheKey,
-    pub(crate) ttl: Duration,
+pub struct Cacheable {
+    pub key: CacheKey,
+    pub ttl: Duration,
     /// When the cache was asked: a fresh answer is kept from then, never longer than `ttl`.
-    pub(crate) asked: Instant,
+    pub asked: Instant,
+    /// The cache's generation then (`ResultCache::generation`).
+    pub generation: u64,
 }
 
-/// What a call to a tool is, for the cache.
-pub(crate) struct ToolCallFacts<'a> {
-    pub(crate) server: &'a str,
+/// What a call to a tool of a server with a `cache_ttl` is, for the cache.
+pub struct ToolCall<'a> {
+    /// The server's `cache_ttl`.
+    pub ttl: Duration,
+    /// Whether each session has its own connection to the server (its answers may come from
+    /// that session's state).
+    pub session_scoped: bool,
+    /// Whether a person approved this call.
+    pub approved: bool,
+    /// Who calls (`None`: authentication is off).
+    pub caller: Option<&'a str>,
+    pub server: &'a str,
     /// The tool's name on its server.
-    pub(crate) original: &'a str,
-    /// The tool's exposed name.
-    pub(crate) name: &'a str,
-    /// Whether a person approved this call (an approved call is never answered from here).
-    pub(crate) approved: bool,
+    pub original: &'a str,
+    /// The tool's definition as shown (overrides included): its annotations decide.
+    pub definition: Option<&'a str>,
+    /// The call's `params.arguments`, raw.
+    pub arguments: &'a str,
 }
 
-impl crate::state::Core {
-    /// Whether this call may be answered from, and kept in, the cache: its server has a
-    /// `cache_ttl` and shares its connection between callers' sessions (a session's own server
-    /// may answer from that session's state), the call needed no approval, and the tool is
-    /// read-only and idempotent by its definition as shown (overrides included) or by the
-    /// server's `idempotent_tools`.
-    pub(crate) fn cacheable(
+impl ResultCache {
+    /// Whether this call may be answered from, and kept in, the cache: the call needed no
+    /// approval, its server shares one connection between sessions, and the tool is read-only
+    /// (`readOnlyHint`) and `idempotent` (its `idempotentHint`, or the server's
+    /// `idempotent_tools`: asked last, as it reads the definition again).
+    pub fn cacheable(
         &self,
-        ctx: &crate::context::RequestContext,
-        catalog: &crate::catalog::build::Catalog,
-        request: &Message,
-        upstream: &crate::upstream::Upstream,
-        call: &ToolCallFacts<'_>,
+        call: &ToolCall<'_>,
+        idempotent: impl FnOnce() -> bool,
     ) -> Option<Cacheable> {
-        let ttl = upstream.def.result_cache_ttl?;
-        if call.approved || upstream.def.scope == crate::upstream::Scope::Session {
+        if call.approved || call.session_scoped {
             return None;
         }
-        let raw = &catalog.tool_entry(call.name)?.raw;
-        let hint = |name: &str| {
-            manifold_wire::patch::get(raw, &["annotations", name])
+        let read_only =
+            manifold_wire::patch::get(call.definition?, &["annotations", "readOnlyHint"])
                 .ok()
                 .flatten()
-                .is_some_and(|v| v.trim() == "true")
-        };
-        if !hint("readOnlyHint") || !self.idempotent(catalog, call.server, call.original, call.name)
-        {
+                .is_some_and(|v| v.trim() == "true");
+        if !read_only || !idempotent() {
             return None;
         }
-        let arguments = request.params_raw(&["arguments"]).unwrap_or("{}");
-        let caller = ctx.caller.as_deref().map(|c| c.name.as_str());
-        let key = CacheKey::of(caller, call.server, call.original, arguments)?;
+        let key = CacheKey::of(call.caller, call.server, call.original, call.arguments)?;
         Some(Cacheable {
             key,
-            ttl,
+            ttl: call.ttl,
             asked: Instant::now(),
+            generation: self.generation(),
         })
     }
 }

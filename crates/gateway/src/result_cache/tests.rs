@@ -57,7 +57,7 @@ fn an_answer_is_given_again_until_its_time_is_up_with_its_age() {
     let key = CacheKey::of(None, "s", "t", "{}").unwrap();
     let t0 = Instant::now();
     assert!(cache.get(&key, t0).is_none());
-    assert!(cache.put(key, &answer(OK), TTL, t0));
+    assert!(cache.put(key, &answer(OK), (TTL, t0, 0)));
     let (hit, age) = cache.get(&key, t0 + Duration::from_secs(59)).unwrap();
     assert_eq!(hit.result_raw(), Some(OK));
     assert_eq!(age, Duration::from_secs(59));
@@ -73,27 +73,30 @@ fn errors_tool_errors_and_unfinished_exchanges_are_never_kept() {
     let error =
         Message::decode(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"down"}}"#)
             .unwrap();
-    assert!(!cache.put(key, &error, TTL, now));
+    assert!(!cache.put(key, &error, (TTL, now, 0)));
     for result in [
         r#"{"content":[],"isError":true}"#,
         r#"{"resultType":"input_required","inputRequests":{}}"#,
         r#"{"task":{"taskId":"t1","status":"working"}}"#,
     ] {
-        assert!(!cache.put(key, &answer(result), TTL, now), "{result}");
+        assert!(!cache.put(key, &answer(result), (TTL, now, 0)), "{result}");
     }
     assert!(cache.put(
         key,
         &answer(r#"{"resultType":"complete","content":[]}"#),
-        TTL,
-        now
+        (TTL, now, 0)
     ));
-    assert!(cache.put(key, &answer(r#"{"content":[],"isError":false}"#), TTL, now));
+    assert!(cache.put(
+        key,
+        &answer(r#"{"content":[],"isError":false}"#),
+        (TTL, now, 0)
+    ));
     let big = format!(
         r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
         "x".repeat(MAX_CACHED_RESULT_BYTES)
     );
     let other = CacheKey::of(None, "s", "t", r#"{"a":1}"#).unwrap();
-    assert!(!cache.put(other, &answer(&big), TTL, now));
+    assert!(!cache.put(other, &answer(&big), (TTL, now, 0)));
     assert_eq!(cache.len(), 1);
 }
 
@@ -105,14 +108,25 @@ fn past_the_entry_bound_the_entries_nearest_their_end_go_first() {
     for i in 0..MAX_CACHED_RESULTS {
         // Entry i lives i seconds longer than entry 0.
         let ttl = TTL + Duration::from_secs(i as u64);
-        assert!(cache.put(key(i), &answer(OK), ttl, now));
+        assert!(cache.put(key(i), &answer(OK), (ttl, now, 0)));
     }
     assert_eq!(cache.len(), MAX_CACHED_RESULTS);
-    assert!(cache.put(key(MAX_CACHED_RESULTS), &answer(OK), TTL * 100, now));
+    assert!(cache.put(key(MAX_CACHED_RESULTS), &answer(OK), (TTL * 100, now, 0)));
     assert_eq!(cache.len(), MAX_CACHED_RESULTS);
     assert!(cache.get(&key(0), now).is_none(), "the soonest to end went");
     assert!(cache.get(&key(1), now).is_some());
     assert!(cache.get(&key(MAX_CACHED_RESULTS), now).is_some());
     cache.clear();
     assert!(cache.is_empty());
+}
+
+#[test]
+fn an_answer_asked_for_before_the_cache_was_emptied_is_not_kept_after() {
+    let cache = ResultCache::default();
+    let key = CacheKey::of(None, "s", "t", "{}").unwrap();
+    let now = Instant::now();
+    let asked = cache.generation();
+    cache.clear();
+    assert!(!cache.put(key, &answer(OK), (TTL, now, asked)));
+    assert!(cache.put(key, &answer(OK), (TTL, now, cache.generation())));
 }
