@@ -10,33 +10,25 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{GatewayProcess, ScratchDir, ServeCommand, peers_dir, python};
+use manifold_testkit::{
+    GatewayProcess, ScratchDir, ServeCommand, python_server_section, toml_string,
+};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 /// Bounds waits for the audit trail; never a performance assertion.
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
-fn toml_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
-
 fn config(data: &Path, dialect: bool) -> String {
-    let server = toml_string(
-        &peers_dir()
-            .unwrap()
-            .join("python_server.py")
-            .to_string_lossy(),
-    );
-    let python = toml_string(&python().unwrap().to_string_lossy());
     let dialect = if dialect {
         "[metaforge]\nenabled = true\n"
     } else {
         ""
     };
     format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = {data}\n\n[auth]\napi_keys = true\n\n{dialect}\n[servers.py]\ncommand = {python}\nargs = [{server}, \"stdio\"]\n",
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ndata_dir = {data}\n\n[auth]\napi_keys = true\n\n{dialect}\n{py}",
         data = toml_string(&data.to_string_lossy()),
+        py = python_server_section("py").unwrap(),
     )
 }
 

@@ -9,16 +9,14 @@
 
 use std::time::Duration;
 
-use manifold_testkit::{GatewayProcess, McpSession, ScratchDir, ServeCommand, SessionEra};
+use manifold_testkit::{
+    GatewayProcess, McpSession, ScratchDir, ServeCommand, SessionEra, toml_string,
+};
 use serde_json::{Value, json};
 
 const MANIFOLD: &str = env!("CARGO_BIN_EXE_manifold");
 /// Longer than a second, so the time server's answer (to the second) has moved on.
 const CLOCK_MOVES: Duration = Duration::from_millis(1_200);
-
-fn toml_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
 
 struct Served {
     _dir: ScratchDir,

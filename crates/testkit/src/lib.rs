@@ -39,6 +39,7 @@ mod postgres;
 mod product;
 mod raw_http;
 mod scratch;
+mod server_sections;
 mod workspace_bin;
 
 pub use child::{
@@ -67,4 +68,5 @@ pub use postgres::{
 pub use product::PRODUCT_CRATES;
 pub use raw_http::{RAW_READ_HANG_GUARD, RawHttp, RawResponse};
 pub use scratch::{ScratchDir, fresh_dir};
+pub use server_sections::{python_server_section, toml_string};
 pub use workspace_bin::{test_peer, workspace_binary};
