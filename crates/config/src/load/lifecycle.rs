@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use super::reader::{Reader, key_path};
+use super::reader::{Reader, each_server_value, key_path};
 use crate::server::{ServerConfig, Startup};
 
 /// How long a shutdown lets calls in flight finish unless configured.
@@ -70,17 +70,7 @@ pub(crate) fn read_lifecycle(
             settings.session_idle_ttl = d;
         }
     }
-    let Some(DeValue::Table(table)) = root.get("servers").map(|i| i.get_ref()) else {
-        return settings;
-    };
-    for (key, item) in table.iter() {
-        let name: &str = key.get_ref();
-        let DeValue::Table(server) = item.get_ref() else {
-            continue;
-        };
-        let Some(value) = server.get("idle_shutdown") else {
-            continue;
-        };
+    for (name, value) in each_server_value(root, "idle_shutdown") {
         let read = servers.iter().find(|s| s.name == name);
         // On an HTTP server the key is refused as stdio-only by the server reader already.
         if read.is_some_and(|s| !s.is_stdio()) {

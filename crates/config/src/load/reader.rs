@@ -19,6 +19,28 @@ use crate::secret::Secret;
 use crate::toml_text::{is_bare_key, toml_string};
 
 pub(crate) type Item<'i> = Spanned<DeValue<'i>>;
+
+/// Every `[servers.NAME]` table's value of `key`, with the server's name: for the readers that
+/// take one key of each server in a pass of their own (a server that is not a table, or has no
+/// such key, is skipped; the servers' reader reports what is wrong with it).
+pub(crate) fn each_server_value<'t, 'i>(
+    root: &'t DeTable<'i>,
+    key: &'t str,
+) -> impl Iterator<Item = (&'t str, &'t Item<'i>)> {
+    let servers = match root.get("servers").map(|i| i.get_ref()) {
+        Some(DeValue::Table(table)) => Some(table),
+        _ => None,
+    };
+    servers
+        .into_iter()
+        .flat_map(|table| table.iter())
+        .filter_map(move |(name, item)| match item.get_ref() {
+            DeValue::Table(server) => server
+                .get(key)
+                .map(|value| (name.get_ref().as_ref(), value)),
+            _ => None,
+        })
+}
 pub(crate) type Key<'i> = Spanned<DeString<'i>>;
 
 /// Whether a value may be echoed in errors. Environment values, headers and keys never are:

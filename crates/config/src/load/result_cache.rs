@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use toml::de::{DeTable, DeValue};
+use toml::de::DeTable;
 
-use super::reader::{Reader, key_path};
+use super::reader::{Reader, each_server_value, key_path};
 use crate::server::{Scope, ServerConfig};
 
 /// The shortest time an answer may be kept: less would only cost the lookup.
@@ -35,17 +35,7 @@ pub(crate) fn read_result_cache(
     servers: &[ServerConfig],
 ) -> ResultCacheSettings {
     let mut settings = ResultCacheSettings::default();
-    let Some(DeValue::Table(table)) = root.get("servers").map(|i| i.get_ref()) else {
-        return settings;
-    };
-    for (key, item) in table.iter() {
-        let name: &str = key.get_ref();
-        let DeValue::Table(server) = item.get_ref() else {
-            continue;
-        };
-        let Some(value) = server.get("cache_ttl") else {
-            continue;
-        };
+    for (name, value) in each_server_value(root, "cache_ttl") {
         let field = key_path(&key_path("servers", name), "cache_ttl");
         let Some((ttl, text)) = reader.duration(&field, value) else {
             continue;
