@@ -345,24 +345,10 @@ async fn a_client_that_cannot_be_asked_is_held_until_manifold_approvals_answers_
     );
     // The audit trail has the decision on the call's row.
     let on_record = format!("{id} approved by ops via out_of_band");
-    let started = Instant::now();
-    loop {
-        let out = Command::new(MANIFOLD)
-            .args(["audit", "search", "--tool", "add", "--json", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains(&on_record) {
-            break;
-        }
-        assert!(
-            started.elapsed() < HANG_GUARD,
-            "the audit trail lacks {on_record:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ServeCommand::new(MANIFOLD, config.parent().unwrap())
+        .config(&config)
+        .audit_search_until(&["--tool", "add"], &on_record, HANG_GUARD)
+        .unwrap();
 
     // A question only the caller may answer, from a client that cannot be asked, without
     // authentication: whoever runs manifold approvals answers for the anonymous caller.

@@ -7,8 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use manifold_testkit::{
     GatewayProcess, ScratchDir, ServeCommand, python_server_section, toml_string,
@@ -177,34 +176,21 @@ async fn the_dialects_methods_answer_in_its_shapes_through_the_same_pipeline() {
     );
 
     // The call is on the record as the caller's, as any /mcp call is.
-    let started = Instant::now();
-    loop {
-        let out = Command::new(MANIFOLD)
-            .args([
-                "audit",
-                "search",
+    ServeCommand::new(MANIFOLD, config_path.parent().unwrap())
+        .config(&config_path)
+        .audit_search_until(
+            &[
                 "--caller",
                 "legacy-caller",
                 "--server",
                 "py",
                 "--tool",
                 "echo",
-                "--json",
-                "--config",
-            ])
-            .arg(&config_path)
-            .output()
-            .unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains("legacy-caller") {
-            break;
-        }
-        assert!(
-            started.elapsed() < HANG_GUARD,
-            "no audit row: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+            ],
+            "legacy-caller",
+            HANG_GUARD,
+        )
+        .unwrap();
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use manifold_testkit::{
     GatewayProcess, ScratchDir, ServeCommand, peers_dir, python, python_server_section, toml_string,
@@ -134,33 +134,14 @@ async fn a_generic_openapi_consumer_reads_the_document_and_calls_a_tool_as_it_sa
     );
 
     // The call is on the record as the caller's, as any /mcp call is.
-    let started = Instant::now();
-    loop {
-        let out = Command::new(MANIFOLD)
-            .args([
-                "audit",
-                "search",
-                "--caller",
-                "rest-caller",
-                "--tool",
-                "py__echo",
-                "--json",
-                "--config",
-            ])
-            .arg(&served.config)
-            .output()
-            .unwrap();
-        let rows = String::from_utf8_lossy(&out.stdout);
-        if rows.contains("manifold-rest") {
-            break;
-        }
-        assert!(
-            started.elapsed() < HANG_GUARD,
-            "no audit row naming the REST client: {rows} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ServeCommand::new(MANIFOLD, served.config.parent().unwrap())
+        .config(&served.config)
+        .audit_search_until(
+            &["--caller", "rest-caller", "--tool", "py__echo"],
+            "manifold-rest",
+            HANG_GUARD,
+        )
+        .unwrap();
 }
 
 #[tokio::test]

@@ -226,6 +226,39 @@ impl ServeCommand {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// `audit search FILTERS --json`, run again every 200 ms until its output holds `wanted`
+    /// (the trail is written off the request path, so a row lags its answer): that output. Past
+    /// `guard`, a `Hung` error quoting the last output and its stderr.
+    pub fn audit_search_until(
+        &self,
+        filters: &[&str],
+        wanted: &str,
+        guard: Duration,
+    ) -> Result<String, TestkitError> {
+        let started = Instant::now();
+        loop {
+            let mut argv = vec!["audit", "search"];
+            argv.extend_from_slice(filters);
+            argv.push("--json");
+            let out = self.run(argv)?;
+            let rows = String::from_utf8_lossy(&out.stdout).into_owned();
+            if rows.contains(wanted) {
+                return Ok(rows);
+            }
+            if started.elapsed() >= guard {
+                return Err(TestkitError::Hung {
+                    what: format!(
+                        "an audit row holding {wanted:?} (audit search {}: {rows}{})",
+                        filters.join(" "),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                    timeout: guard,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// `BINARY [global_args] ARGS [--config FILE]` in the directory, with the environment.
     fn command<I, S>(&self, args: I) -> Command
     where
