@@ -191,6 +191,11 @@ impl ResultCache {
         self.entries().map.len()
     }
 
+    /// Bytes of answers kept now.
+    pub fn bytes(&self) -> usize {
+        self.entries().bytes
+    }
+
     /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

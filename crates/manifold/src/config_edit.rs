@@ -80,24 +80,15 @@ fn write_checked(path: &Path, before: &str, edited: &str) -> Result<(), CliError
         .map_err(|e| CliError::usage(format!("could not write {}: {e}", path.display())))
 }
 
-/// Each entry of `--header` or `--env` as a pair; an entry that does not parse is named by its
-/// position, not repeated (it may hold a credential).
+/// Each entry of `--header` or `--env` as a pair; one that does not parse is refused with an
+/// example of what to write.
 fn pairs(
     entries: &[String],
-    flag: &str,
-    split: fn(&str) -> Option<(String, String)>,
+    flag: pair_args::PairFlag,
     example: &str,
 ) -> Result<Vec<(String, String)>, CliError> {
-    (entries.iter().enumerate())
-        .map(|(i, e)| {
-            split(e).ok_or_else(|| {
-                CliError::usage(format!(
-                    "{} is not NAME=VALUE (it is not shown: it may hold a credential); write e.g. {example}",
-                    pair_args::position(flag, i)
-                ))
-            })
-        })
-        .collect()
+    pair_args::parse_all(entries, flag)
+        .map_err(|why| CliError::usage(format!("{why}; write e.g. {example}")))
 }
 
 fn inline_table(entries: Vec<(String, String)>) -> Item {
@@ -145,8 +136,7 @@ pub fn add(config: Option<&Path>, server: &NewServer) -> Result<Outcome, CliErro
             if !server.headers.is_empty() {
                 let h = pairs(
                     &server.headers,
-                    "--header",
-                    pair_args::split_header,
+                    pair_args::PairFlag::Header,
                     "--header \"Authorization=Bearer ${TOKEN}\"",
                 )?;
                 section.insert("headers", inline_table(h));
@@ -169,8 +159,7 @@ pub fn add(config: Option<&Path>, server: &NewServer) -> Result<Outcome, CliErro
             if !server.env.is_empty() {
                 let e = pairs(
                     &server.env,
-                    "--env",
-                    pair_args::split_variable,
+                    pair_args::PairFlag::Env,
                     "--env \"API_KEY=${API_KEY}\"",
                 )?;
                 section.insert("env", inline_table(e));

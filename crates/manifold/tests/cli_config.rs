@@ -192,7 +192,8 @@ fn a_header_or_variable_that_does_not_parse_is_named_by_position_never_repeated(
     );
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("the 2nd --header is not NAME=VALUE") && !err.contains("mfk_secret"),
+        err.contains("the 2nd --header is not 'Name: value' or 'Name=value'")
+            && !err.contains("mfk_secret"),
         "{err}"
     );
     let (code, _, err) = manifold(
@@ -209,6 +210,22 @@ fn a_header_or_variable_that_does_not_parse_is_named_by_position_never_repeated(
     assert!(
         err.contains("the 1st --header is not 'Name: value' or 'Name=value'")
             && !err.contains("mfk_secret"),
+        "{err}"
+    );
+    let (code, _, err) = manifold(
+        &dir,
+        &[
+            "call",
+            "echo",
+            "--env",
+            "mfk_secret_value_0123",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the 1st --env is not NAME=VALUE") && !err.contains("mfk_secret"),
         "{err}"
     );
     // manifold add takes curl's form too.

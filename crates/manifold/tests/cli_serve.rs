@@ -254,3 +254,56 @@ fn stdio_greets_while_a_server_starts_and_lists_its_tools_once_it_has() {
     drop(stdin);
     let _ = child.wait();
 }
+
+#[test]
+fn stdio_exits_when_its_client_leaves_while_a_request_waits_for_a_server() {
+    use std::io::Write as _;
+    use std::time::{Duration, Instant};
+    // Shorter than the 30 s a request may wait for a first start: an exit that waited for the
+    // deadline would not come in time.
+    const EXIT_GUARD: Duration = Duration::from_secs(20);
+    let dir = temp_dir("leave-while-starting");
+    let cfg = dir.join("manifold.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[gateway]\ndata_dir = \"{}\"\n\n[servers.never]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 600\"]\nsandbox = {{ profile = \"off\" }}\n",
+            dir.join("data").display(),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(MANIFOLD)
+        .args(["stdio", "--config", cfg.to_str().unwrap()])
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let answers = answer_lines(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    assert_eq!(next_answer(&answers, EXIT_GUARD)["id"], 1);
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    drop(stdin);
+    let left = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if left.elapsed() > EXIT_GUARD {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.is_some(),
+        "manifold stdio still ran {EXIT_GUARD:?} after its client left"
+    );
+}

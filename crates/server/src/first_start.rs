@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use manifold_gateway::Gateway;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Bounds on waiting for the upstreams' first start, shared by one connection's requests.
 #[derive(Debug)]
@@ -51,9 +52,18 @@ impl FirstStart {
         self.wait(gateway, Some(self.greeting_wait)).await;
     }
 
-    /// Waits, as a request that reads the catalog must, for the first start.
-    pub(crate) async fn before_request(&self, gateway: &Gateway) {
-        self.wait(gateway, None).await;
+    /// Waits, as a request that reads the catalog must, for the first start; `false` when the
+    /// request was cancelled meanwhile (by the client, or by its closing the connection), which
+    /// then ends unanswered at once rather than holding the connection open until the deadline.
+    pub(crate) async fn before_request(
+        &self,
+        gateway: &Gateway,
+        cancel: &CancellationToken,
+    ) -> bool {
+        tokio::select! {
+            () = self.wait(gateway, None) => true,
+            () = cancel.cancelled() => false,
+        }
     }
 
     async fn wait(&self, gateway: &Gateway, at_most: Option<Duration>) {

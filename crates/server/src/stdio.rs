@@ -199,8 +199,9 @@ impl Connection {
         let conn = Arc::clone(self);
         let reads_catalog = method != meta::method::PING;
         tokio::spawn(async move {
-            if reads_catalog {
-                conn.first_start.before_request(&conn.gateway).await;
+            if reads_catalog && !conn.first_start.before_request(&conn.gateway, &token).await {
+                conn.core.end(&id);
+                return;
             }
             let outlet = Arc::new(conn.writer.clone());
             if let Some(r) = run_session_call(
@@ -264,7 +265,10 @@ impl Connection {
             return;
         }
         tokio::spawn(async move {
-            conn.first_start.before_request(&conn.gateway).await;
+            if !conn.first_start.before_request(&conn.gateway, &token).await {
+                conn.core.end(&id);
+                return;
+            }
             let ctx = RequestContext {
                 client: meta.client_view(),
                 peer: Arc::new(ModernPeer {

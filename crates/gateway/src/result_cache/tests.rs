@@ -121,6 +121,35 @@ fn past_the_entry_bound_the_entries_nearest_their_end_go_first() {
 }
 
 #[test]
+fn past_the_byte_bound_the_entries_nearest_their_end_go_first() {
+    let cache = ResultCache::default();
+    let now = Instant::now();
+    let text = "x".repeat(200 * 1024);
+    let big = answer(&format!(
+        r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#
+    ));
+    let each = big.result_raw().unwrap().len();
+    let fit = MAX_CACHED_BYTES / each;
+    let key = |i: usize| CacheKey::of(None, "s", "t", &format!(r#"{{"i":{i}}}"#)).unwrap();
+    for i in 0..fit + 3 {
+        let ttl = TTL + Duration::from_secs(i as u64);
+        assert!(cache.put(key(i), &big, (ttl, now, 0)));
+        assert!(
+            cache.bytes() <= MAX_CACHED_BYTES,
+            "{} after {i}",
+            cache.bytes()
+        );
+    }
+    assert_eq!(cache.len(), fit);
+    assert_eq!(cache.bytes(), fit * each);
+    for gone in 0..3 {
+        assert!(cache.get(&key(gone), now).is_none(), "{gone}");
+    }
+    assert!(cache.get(&key(3), now).is_some());
+    assert!(cache.get(&key(fit + 2), now).is_some());
+}
+
+#[test]
 fn an_answer_asked_for_before_the_cache_was_emptied_is_not_kept_after() {
     let cache = ResultCache::default();
     let key = CacheKey::of(None, "s", "t", "{}").unwrap();

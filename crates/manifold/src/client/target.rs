@@ -29,13 +29,8 @@ fn looks_like_url(s: &str) -> bool {
 pub fn resolve(args: &TargetArgs, names_wanted: usize, usage: &str) -> Result<Resolved, CliError> {
     let usage_err = |what: String| CliError::usage(format!("{what}\n  usage: {usage}"));
     let (target, label, names) = if !args.command.is_empty() {
-        let mut env = Vec::new();
-        for kv in &args.env {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| usage_err(format!("--env {kv:?} is not K=V")))?;
-            env.push((k.to_owned(), v.to_owned()));
-        }
+        let env = crate::pair_args::parse_all(&args.env, crate::pair_args::PairFlag::Env)
+            .map_err(usage_err)?;
         let command = args.command.first().cloned().unwrap_or_default();
         let spec = StdioSpec {
             command: command.clone(),
@@ -53,16 +48,9 @@ pub fn resolve(args: &TargetArgs, names_wanted: usize, usage: &str) -> Result<Re
                 "no server given: put a URL first, or the server's command after `--`".to_owned(),
             ));
         };
-        let mut headers = Vec::new();
-        for (i, h) in args.headers.iter().enumerate() {
-            let pair = crate::pair_args::split_header(h).ok_or_else(|| {
-                usage_err(format!(
-                    "{} is not 'Name: value' or 'Name=value' (it is not shown: it may hold a credential)",
-                    crate::pair_args::position("--header", i)
-                ))
-            })?;
-            headers.push(pair);
-        }
+        let headers =
+            crate::pair_args::parse_all(&args.headers, crate::pair_args::PairFlag::Header)
+                .map_err(usage_err)?;
         let spec = HttpSpec {
             url: url.clone(),
             transport: match args.transport {
